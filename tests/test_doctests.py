@@ -1,0 +1,12 @@
+"""The worked `>>>` examples in the module docstrings are tests too."""
+
+import doctest
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("module", ["advantage", "loss", "config"])
+def test_docstring_examples(module):
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0

@@ -1,0 +1,29 @@
+"""The README stays true: its file map names what exists, and CI runs its test command."""
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+
+
+def file_map() -> set[str]:
+    return set(re.findall(r"^\| `([^`]+)` \|", README, flags=re.M))
+
+
+def test_every_listed_file_exists():
+    missing = [p for p in file_map() if not (REPO / p.rstrip("/")).exists()]
+    assert not missing, f"README lists files that do not exist: {missing}"
+
+
+def test_every_module_config_and_bench_is_listed():
+    listed = file_map()
+    wanted = [p.name for p in REPO.glob("*.py")]
+    wanted += [str(p.relative_to(REPO)) for p in [*REPO.glob("configs/**/*.yaml"), *REPO.glob("bench/*.py"), *REPO.glob("scripts/*")]]
+    unlisted = [p for p in wanted if p not in listed]
+    assert not unlisted, f"README's file map does not mention: {unlisted}"
+
+
+def test_ci_runs_the_readme_test_command():
+    ci_command = (REPO / ".ci/run").read_text().strip().splitlines()[-1]
+    assert f"    {ci_command}\n" in README, "the last line of .ci/run must be the README's test command, verbatim"
