@@ -183,19 +183,36 @@ def dynamic_sampling_keep(acc: torch.Tensor) -> torch.Tensor:
 def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, regime_K: float) -> dict[str, float]:
     """What the advantage did this step (QAE_SPEC section 2), all over the (P, G) batch:
 
-    - zero_adv_frac:   fraction of responses with advantage exactly 0 (paper: ~80% at K = 0.4)
+    - zero_frac:       fraction of responses with advantage exactly 0 (paper: ~80% at K = 0.4)
     - hard_frac:       fraction of prompts with success rate p <= 1 - regime_K
     - easy_frac:       fraction of prompts with p > 1 - regime_K
     - zero_var_frac:   fraction of groups whose rewards are all equal (no signal under any baseline)
-    - adv_mean/min/max over responses
+    - mean/min/max of the advantage over responses
     """
     hard = hard_prompts(acc, regime_K)  # (P,)
     return {
-        "zero_adv_frac": (adv == 0).float().mean().item(),
+        "zero_frac": (adv == 0).float().mean().item(),
         "hard_frac": hard.float().mean().item(),
         "easy_frac": (~hard).float().mean().item(),
         "zero_var_frac": (reward.amax(dim=1) == reward.amin(dim=1)).float().mean().item(),
-        "adv_mean": adv.mean().item(),
-        "adv_min": adv.min().item(),
-        "adv_max": adv.max().item(),
+        "mean": adv.mean().item(),
+        "min": adv.min().item(),
+        "max": adv.max().item(),
     }
+
+
+def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float]:
+    """The paper's entropy diagnostic (QAE_SPEC section 6; Cui et al. 2025): to first order a
+    policy-gradient step changes entropy by -lr * Cov(logp, A), the covariance over sampled
+    tokens of their log-probability and advantage. Split into the parts contributed by positive-
+    and negative-advantage tokens (zero-advantage tokens add (logp - mean) * (0 - mean A) / N).
+
+    logp, adv: (N,) over response tokens (adv repeated per token of its response).
+
+    >>> d = entropy_covariance(torch.tensor([-1., -3., -2., -2.]), torch.tensor([1., -1., 0., 0.]))
+    >>> d["total"], d["pos"], d["neg"]
+    (0.5, 0.25, 0.25)
+    """
+    dl, da = logp - logp.mean(), adv - adv.mean()  # (N,), (N,)
+    prod = dl * da / logp.numel()  # (N,)
+    return {"total": prod.sum().item(), "pos": prod[adv > 0].sum().item(), "neg": prod[adv < 0].sum().item()}

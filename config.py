@@ -93,6 +93,12 @@ class RolloutConfig:
     """Top-k sampling (-1 = off)."""
     max_response_len: int = 20480
     """Maximum new tokens per response; longer ones are truncated and flagged."""
+    gpu_memory_utilization: float = 0.35
+    """vLLM: fraction of accelerator memory its engine may hold (weights + KV cache), next to training."""
+    max_num_batched_tokens: int = 16384
+    """vLLM: tokens per engine step (the chunked-prefill budget)."""
+    enforce_eager: bool = False
+    """vLLM: no CUDA graphs or torch.compile (starts faster, decodes slower; tests and CPU use true)."""
 
 
 @dataclass
@@ -161,6 +167,8 @@ class TrainerConfig:
     """Passes over each rollout batch."""
     micro_batch_max_tokens: int = 32768
     """Token budget of one micro-batch (prompt + response tokens, per rank)."""
+    sparse_update: bool = True
+    """Skip zero-advantage responses in gradient passes (exact: they add no gradient)."""
     total_steps: int = 300
     """Training steps (rollout batches)."""
     seed: int = 42
@@ -397,16 +405,16 @@ def load(name: str, overrides: list[str] = ()) -> Config:
     return from_dict(data, overrides)
 
 
-def _plain(obj):
+def as_dict(obj):
     """Dataclasses -> dicts, tuples -> lists: what yaml.safe_dump can write."""
     if dataclasses.is_dataclass(obj):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: as_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     return list(obj) if isinstance(obj, tuple) else obj
 
 
 def dump(cfg: Config) -> str:
     """The resolved config as YAML."""
-    return yaml.safe_dump(_plain(cfg), sort_keys=False, width=1000)
+    return yaml.safe_dump(as_dict(cfg), sort_keys=False, width=1000)
 
 
 def loads(text: str) -> Config:

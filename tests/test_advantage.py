@@ -143,9 +143,9 @@ def test_advantage_stats():
     adv = compute_advantages(rewards, K=0.4)
     s = advantage_stats(adv, rewards, acc, regime_K=0.4)
     # Non-zero: 3 successes in group 1, 4 failures in group 2 -> 7 of 64.
-    assert s["zero_adv_frac"] == pytest.approx(57 / 64)
+    assert s["zero_frac"] == pytest.approx(57 / 64)
     assert s["hard_frac"] == pytest.approx(0.5) and s["easy_frac"] == pytest.approx(0.5)
     assert s["zero_var_frac"] == pytest.approx(0.5)
-    assert s["adv_max"] == pytest.approx(2.4807, abs=1e-4)
-    assert s["adv_min"] == pytest.approx(-2.2361, abs=1e-4)
-    assert s["adv_mean"] == pytest.approx((3 * 2.48069 - 4 * 2.23607) / 64, abs=1e-4)
+    assert s["max"] == pytest.approx(2.4807, abs=1e-4)
+    assert s["min"] == pytest.approx(-2.2361, abs=1e-4)
+    assert s["mean"] == pytest.approx((3 * 2.48069 - 4 * 2.23607) / 64, abs=1e-4)

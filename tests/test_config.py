@@ -139,3 +139,10 @@ def test_cli_prints_resolved_config():
     proc = subprocess.run([sys.executable, str(REPO / "config.py"), "--config", "qwen3_8b_qae.yaml", "algorithm.K=0.6"],
                           capture_output=True, text=True, cwd=REPO, check=True)
     assert loads(proc.stdout).algorithm.K == 0.6
+
+
+def test_tiny_dapo_differs_from_tiny_qae_only_in_K():
+    qae, dapo = load("tiny_qae.yaml"), load("tiny_dapo.yaml")
+    assert qae.algorithm.K == 0.4 and dapo.algorithm.K is None
+    dapo.algorithm.K, dapo.trainer.output_dir = qae.algorithm.K, qae.trainer.output_dir
+    assert dapo == qae

@@ -1,0 +1,138 @@
+"""Metrics: one JSONL row per step, wandb when configured, sampled completions as text, a plot.
+
+Every metric train.py logs is documented in METRICS (name -> one line); a test checks that no
+undocumented metric is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+METRICS = {
+    "step": "training step (rollout batches done)",
+    "reward/mean": "mean shaped reward (score + overlong penalty) over all responses generated this step",
+    "reward/acc": "fraction of all generated responses the verifier judged correct",
+    "reward/timeouts": "responses whose verification overran reward.timeout_s (scored incorrect)",
+    "response/len_mean": "mean response length in tokens, all generated responses",
+    "response/len_max": "longest response in tokens",
+    "response/truncated_frac": "fraction of responses cut at rollout.max_response_len without EOS",
+    "policy/entropy": "mean per-token entropy of the policy over the training batch's response tokens (no-grad pass)",
+    "adv/zero_frac": "fraction of training responses with advantage exactly 0 (paper: ~80% at K = 0.4)",
+    "adv/hard_frac": "fraction of training prompts with success rate p <= 1 - K (quantile baseline = low reward)",
+    "adv/easy_frac": "fraction of training prompts with p > 1 - K (quantile baseline = high reward)",
+    "adv/zero_var_frac": "fraction of training groups whose rewards are all equal",
+    "adv/mean": "mean advantage over training responses",
+    "adv/min": "smallest advantage",
+    "adv/max": "largest advantage",
+    "sampling/gen_batches": "generation batches dynamic sampling needed to fill the training batch",
+    "sampling/kept_frac": "fraction of generated prompt groups kept by dynamic sampling",
+    "entropy_cov/total": "Cov_tokens(logp, A): first-order entropy change is -lr * this (Cui et al. 2025)",
+    "entropy_cov/pos": "part of entropy_cov/total from positive-advantage tokens (lowers entropy when > 0)",
+    "entropy_cov/neg": "part of entropy_cov/total from negative-advantage tokens",
+    "loss/policy": "clip-higher policy loss, mean over the step's optimizer steps",
+    "loss/clip_frac_high": "fraction of mini-batch tokens with A > 0 and ratio > 1 + eps_high (gradient clipped)",
+    "loss/clip_frac_low": "fraction of mini-batch tokens with A < 0 and ratio < 1 - eps_low",
+    "loss/clip_frac_dual": "fraction of mini-batch tokens with A < 0 and ratio > clip_c (dual clip)",
+    "loss/ratio_mean": "mean importance ratio over tokens in gradient passes",
+    "loss/ratio_min": "smallest importance ratio",
+    "loss/ratio_max": "largest importance ratio",
+    "loss/approx_kl": "mean (ratio - 1) - log ratio over tokens in gradient passes (k3 estimate of KL)",
+    "optim/grad_norm": "global gradient norm before clipping, mean over the step's optimizer steps",
+    "optim/lr": "learning rate after the step",
+    "optim/skipped": "optimizer steps skipped because the loss or gradient was not finite",
+    "optim/updates": "optimizer steps applied",
+    "perf/micro_batches": "forward-backward passes in the update (after skipping zero-advantage responses)",
+    "perf/pad_frac": "fraction of padded token slots in the update's micro-batches",
+    "perf/gen_tokens_per_s": "response tokens generated per second of rollout",
+    "perf/train_tokens_per_s": "tokens (prompt + response) through gradient passes per second of update",
+    "time/rollout": "seconds generating responses",
+    "time/reward": "seconds verifying answers",
+    "time/old_logp": "seconds in the no-grad log-prob and entropy pass",
+    "time/update": "seconds in gradient passes and optimizer steps",
+    "time/step": "seconds for the whole step",
+}
+
+
+class MetricsLogger:
+    """Writes `metrics.jsonl` and `completions.txt` under the run directory (main process only)."""
+
+    def __init__(self, output_dir, cfg_plain: dict, resume_step: int | None, enabled: bool, wandb_cfg):
+        self.dir, self.enabled, self.run = Path(output_dir), enabled, None
+        self.path = self.dir / "metrics.jsonl"
+        if not enabled:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None:
+            keep_rows_up_to(self.path, resume_step)  # drop steps logged after the checkpoint
+            keep_rows_up_to(self.dir / "completions.jsonl", resume_step)
+        if wandb_cfg.wandb:
+            import wandb
+
+            mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"  # never prompt for a key
+            self.run = wandb.init(project=wandb_cfg.project, name=wandb_cfg.run_name or self.dir.name,
+                                  config=cfg_plain, dir=str(self.dir), mode=mode, resume="allow")
+
+    def log(self, metrics: dict) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if self.run is not None:
+            self.run.log(metrics, step=metrics["step"])
+
+    def log_completions(self, step: int, samples: list[dict]) -> None:
+        if not self.enabled:
+            return
+        with open(self.dir / "completions.jsonl", "a") as f:
+            for s in samples:
+                f.write(json.dumps({"step": step, **s}) + "\n")
+
+    def close(self) -> None:
+        if self.enabled and self.path.exists():
+            plot_metrics([self.path], self.dir / "metrics.png")
+        if self.run is not None:
+            self.run.finish()
+
+
+def keep_rows_up_to(path: Path, step: int) -> None:
+    """Rewrite a JSONL file keeping rows with row["step"] <= step (atomically)."""
+    if not path.exists():
+        return
+    rows = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(r + "\n" for r in rows))
+    os.replace(tmp, path)
+
+
+def read_metrics(path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+DEFAULT_PLOT = ("reward/mean", "reward/acc", "policy/entropy", "adv/zero_frac", "response/len_mean")
+
+
+def plot_metrics(paths, out_png, keys=DEFAULT_PLOT, labels=None) -> None:
+    """One panel per metric against step, one line per metrics file (runs side by side)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 2.8))
+    for path, label in zip(paths, labels or [Path(p).parent.name for p in paths]):
+        rows = read_metrics(path)
+        for ax, key in zip(axes, keys):
+            pts = [(r["step"], r[key]) for r in rows if key in r and r[key] is not None and math.isfinite(r[key])]
+            if pts:
+                ax.plot(*zip(*pts), label=label, linewidth=1.2)
+    for ax, key in zip(axes, keys):
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=90)
+    plt.close(fig)

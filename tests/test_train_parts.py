@@ -1,0 +1,161 @@
+"""The loop's pieces: response log-probs, exact sparse update, NaN skipping, dynamic sampling."""
+
+import pytest
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import config
+import train
+from data import Prompt
+from loss import naive_token_logprobs
+from rollout import Rollout
+
+
+@pytest.fixture(scope="module")
+def accelerator():
+    return Accelerator(cpu=True)
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return config.from_dict({}, ["trainer.micro_batch_max_tokens=400", "rollout.max_response_len=40",
+                                 "data.max_prompt_len=40", "reward.overlong_buffer_len=0", "rollout.n=4",
+                                 "trainer.train_batch_size=2", "trainer.gen_batch_size=3", "trainer.mini_batch_size=2"])
+
+
+def random_batch(P=4, G=4, vocab=300, zero_frac=0.75, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(3, vocab, (int(torch.randint(3, 12, (1,), generator=g)),), generator=g).tolist() for _ in range(P)]
+    responses = [torch.randint(3, vocab, (int(torch.randint(1, 30, (1,), generator=g)),), generator=g).tolist() for _ in range(P * G)]
+    adv = torch.randn(P * G, generator=g, dtype=torch.float64).float()
+    adv[torch.rand(P * G, generator=g) < zero_frac] = 0.0
+    batch = train.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
+                        torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool))
+    return batch, adv
+
+
+def test_response_logprobs_match_full_forward(tiny_policy_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
+    batch, _ = random_batch()
+    ids = slice(0, 5)
+    logp, ent, mask = train.response_logprobs(model, batch.prompt_ids[ids], batch.response_ids[ids], temperature=0.7, pad_id=0)
+    for row, (p, r) in enumerate(zip(batch.prompt_ids[ids], batch.response_ids[ids])):
+        logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1]  # (R, V) predicting r
+        ref_logp, ref_ent = naive_token_logprobs(logits[None], torch.tensor([r]), temperature=0.7)
+        torch.testing.assert_close(logp[row, : len(r)], ref_logp[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(ent[row, : len(r)], ref_ent[0], atol=1e-5, rtol=0)
+        assert mask[row].sum() == len(r)
+
+
+def test_sparse_update_gives_the_same_gradients(tiny_policy_dir, accelerator, cfg):
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float64)
+    batch, adv = random_batch(P=4, G=4, zero_frac=0.8, seed=3)
+    assert 0 < (adv != 0).sum() < len(adv)
+    with torch.no_grad():
+        old, _ = train.old_logprobs(cfg, model, batch, pad_id=0)
+    old = [o + 0.1 * torch.randn(len(o), generator=torch.Generator().manual_seed(i)) for i, o in enumerate(old)]
+    grads, metrics = {}, {}
+    for sparse in (False, True):
+        cfg.trainer.sparse_update = sparse
+        model.zero_grad(set_to_none=True)
+        metrics[sparse] = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), old, list(range(16)), pad_id=0)
+        grads[sparse] = torch.cat([p.grad.flatten() for p in model.parameters()])
+    cfg.trainer.sparse_update = True
+    rel = ((grads[True] - grads[False]).norm() / grads[False].norm()).item()
+    assert grads[False].norm() > 0 and rel <= 1e-6
+    assert metrics[True]["perf/micro_batches"] <= metrics[False]["perf/micro_batches"]
+    assert metrics[True]["loss/clip_frac_high"] == pytest.approx(metrics[False]["loss/clip_frac_high"])
+
+
+def test_all_zero_advantages_still_make_zero_gradients(tiny_policy_dir, accelerator, cfg):
+    # Every rank must run at least one (zero-weighted) pass, and AdamW must see zero gradients,
+    # not missing ones, exactly as without skipping.
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
+    batch, _ = random_batch(P=2, G=4)
+    adv = torch.zeros(8)
+    old, _ = train.old_logprobs(cfg, model, batch, pad_id=0)
+    model.zero_grad(set_to_none=True)
+    m = train.accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(8)), pad_id=0)
+    assert m["perf/micro_batches"] == 0
+    assert all(p.grad is not None and torch.all(p.grad == 0) for p in model.parameters())
+
+
+def test_nonfinite_gradient_skips_the_step(tiny_policy_dir, accelerator, cfg):
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = train.make_scheduler(opt, cfg.optim, 10)
+    before = [p.detach().clone() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    next(model.parameters()).grad[0, 0] = float("nan")
+    norm, applied = train.optimizer_step(cfg, accelerator, model, opt, sched)
+    assert not applied and norm != norm  # NaN
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert not opt.state and sched.last_epoch == 0
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    norm, applied = train.optimizer_step(cfg, accelerator, model, opt, sched)
+    assert applied and not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+class ScriptedEngine:
+    """Answers prompt i with `correct[i]` right answers out of n: 'Answer: <gold>' or 'Answer: 999'."""
+
+    def __init__(self, tokenizer, prompts, correct):
+        self.tok, self.prompts, self.correct, self.calls = tokenizer, prompts, correct, 0
+
+    def sync_weights(self, model):
+        pass
+
+    def generate(self, prompt_ids, n, seed):
+        self.calls += 1
+        responses = []
+        for p in prompt_ids:
+            i = next(k for k, q in enumerate(self.prompts) if q.prompt_ids == p)
+            for j in range(n):
+                text = f"Answer: {self.prompts[i].answer if j < self.correct[i] else 999}"
+                responses.append(self.tok(text, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id])
+        return Rollout(responses, [False] * len(responses))
+
+
+def scripted(tiny_policy_dir, correct):
+    tok = AutoTokenizer.from_pretrained(tiny_policy_dir)
+    prompts = [Prompt(f"p{i}", str(10 + i), [5, 6, 7 + i]) for i in range(len(correct))]
+    return tok, prompts, ScriptedEngine(tok, prompts, correct)
+
+
+def test_dynamic_sampling_fills_the_batch(tiny_policy_dir, accelerator, cfg):
+    import data
+
+    # 4 responses each; prompts 0, 2 all-correct / all-wrong (dropped), 1, 3, 4 mixed.
+    tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 1, 0, 3, 2, 4])
+    sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
+    batch, seen, gen_batches, _ = train.collect_batch(cfg, accelerator, engine, None, tok, prompts, sampler, step=1)
+    # gen batch 1 = prompts 0, 1, 2 -> keeps 1; batch 2 = prompts 3, 4, 5 -> keeps 3, 4; truncated to 2.
+    assert gen_batches == 2 and engine.calls == 2
+    assert seen["groups"] == 6 and seen["kept"] == 3
+    assert batch.reward.shape == (2, 4) and batch.acc.sum(1).tolist() == [1, 3]
+    assert batch.reward.tolist() == [[1.0, -1.0, -1.0, -1.0], [1.0, 1.0, 1.0, -1.0]]
+    assert batch.answers == ["11"] * 4 + ["13"] * 4
+    assert sum(seen["acc"]) == 4 + 1 + 0 + 3 + 2 + 4
+
+
+def test_dynamic_sampling_gives_up_with_a_clear_error(tiny_policy_dir, accelerator, cfg):
+    import data
+
+    tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 0, 4, 0])
+    sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
+    with pytest.raises(train.DynamicSamplingError, match="kept 0 of 30 prompt groups.*after 10 generation batches"):
+        train.collect_batch(cfg, accelerator, engine, None, tok, prompts, sampler, step=1)
+
+
+def test_without_dynamic_sampling_everything_is_kept(tiny_policy_dir, accelerator):
+    import data
+
+    cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.gen_batch_size=null",
+                                "trainer.mini_batch_size=2", "algorithm.dynamic_sampling=false", "reward.overlong_buffer_len=0"])
+    tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 0, 2])
+    batch, seen, gen_batches, _ = train.collect_batch(cfg, accelerator, engine, None, tok, prompts,
+                                                      data.PromptSampler(3, 0, False), step=1)
+    assert gen_batches == 1 and batch.acc.sum(1).tolist() == [4, 0]

