@@ -70,12 +70,12 @@ class HFRollout:
         self.model, self.tokenizer, self.cfg = model, tokenizer, rollout_cfg
         self.eos_ids = eos_token_ids(tokenizer, model)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
-        vocab = model.get_output_embeddings().weight.shape[0]
+        vocab = model.config.vocab_size  # not the weight's shape: a ZeRO-3 shard is empty
         self.suppress = list(range(len(tokenizer), vocab)) or None  # choice 1
 
     def sync_weights(self, model) -> None:
         """Nothing to copy: `generate` runs on the training model itself."""
-        self.model = model
+        self.model = getattr(model, "module", model)  # the HF model inside a DeepSpeed/DDP wrapper
 
     @torch.no_grad()
     def generate(self, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:

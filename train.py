@@ -353,8 +353,8 @@ def main(argv=None) -> None:
     model = load_policy(cfg.model, model_path)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
     scheduler = make_scheduler(optimizer, cfg.optim, t.total_steps * updates_per_step)
+    engine = rollout.make_rollout(cfg.rollout, model, tokenizer)  # before prepare: vLLM profiles memory first
     model, optimizer = accelerator.prepare(model, optimizer)
-    engine = rollout.make_rollout(cfg.rollout, accelerator.unwrap_model(model), tokenizer)
     sampler = data.PromptSampler(len(prompts), t.seed, cfg.data.shuffle)
     start_step = 0
     if resume_dir:
