@@ -216,3 +216,27 @@ def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float
     dl, da = logp - logp.mean(), adv - adv.mean()  # (N,), (N,)
     prod = dl * da / logp.numel()  # (N,)
     return {"total": prod.sum().item(), "pos": prod[adv > 0].sum().item(), "neg": prod[adv < 0].sum().item()}
+
+
+def covariance_sums(logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    """Sufficient statistics of `entropy_covariance` that add up across ranks.
+
+    logp, adv: (N,) -> (3, 4): rows all / positive-A / negative-A tokens, columns
+    sum(logp * A), sum(logp), sum(A), count. `entropy_covariance_from_sums` of the sum over ranks
+    equals `entropy_covariance` of the concatenated tokens.
+    """
+    rows = [torch.ones_like(adv, dtype=torch.bool), adv > 0, adv < 0]
+    l, a = logp.double(), adv.double()
+    return torch.stack([torch.stack([(l * a)[m].sum(), l[m].sum(), a[m].sum(), m.sum().double()]) for m in rows])
+
+
+def entropy_covariance_from_sums(sums: torch.Tensor) -> dict[str, float]:
+    """`entropy_covariance` from `covariance_sums` (summed over ranks).
+
+    Over a token subset S, sum_S (l - mean l)(a - mean a) / N
+    = (sum_S l*a - mean_a * sum_S l - mean_l * sum_S a + |S| * mean_l * mean_a) / N.
+    """
+    n = sums[0, 3].clamp(min=1)
+    mean_l, mean_a = sums[0, 1] / n, sums[0, 2] / n
+    part = (sums[:, 0] - mean_a * sums[:, 1] - mean_l * sums[:, 2] + sums[:, 3] * mean_l * mean_a) / n  # (3,)
+    return {"total": part[0].item(), "pos": part[1].item(), "neg": part[2].item()}

@@ -3,13 +3,16 @@
 Layout, under `trainer.output_dir`:
 
     checkpoints/step_000020/model/               HF-format policy + tokenizer (consolidated)
-    checkpoints/step_000020/trainer_state.pt     optimizer, scheduler, RNG, data position, step
+    checkpoints/step_000020/trainer_state.pt     optimizer, scheduler, data position, step
+    checkpoints/step_000020/rank_00000.pt        each process's RNG (and, under DeepSpeed, its
+                                                 shard of the optimizer state and fp32 weights)
 
 A checkpoint is written into `checkpoints/.tmp-step_000020/` and renamed into place only when
 complete, so a run killed at any moment leaves either the previous checkpoints or the new one,
 never half of one. `--resume` loads the policy from `model/` and the rest from
 `trainer_state.pt`; with the per-step sampling seeds (rollout.py), the resumed run then
-produces the same metrics as an uninterrupted one.
+produces the same metrics as an uninterrupted one. A run resumes with the number of processes
+that wrote the checkpoint (DeepSpeed's optimizer shards are per rank).
 """
 
 from __future__ import annotations
@@ -60,6 +63,15 @@ def _fsync_tree(path: Path) -> None:
                 os.fsync(fh.fileno())
 
 
+def rank_file(path: Path, rank: int) -> Path:
+    return Path(path) / f"rank_{rank:05d}.pt"
+
+
+def sharded_optimizer(accelerator) -> bool:
+    """DeepSpeed partitions the optimizer state (and fp32 master weights) across ranks."""
+    return accelerator.state.deepspeed_plugin is not None
+
+
 def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, scheduler, extra: dict, keep_last: int) -> Path:
     """Write checkpoint `step` atomically and keep only the newest `keep_last`. Call on every rank."""
     root = Path(output_dir) / CHECKPOINTS
@@ -67,15 +79,19 @@ def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, schedu
     state_dict = accelerator.get_state_dict(model)  # consolidated full weights (a collective under ZeRO-3)
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    mine = {"rng": rng_state()}
+    if sharded_optimizer(accelerator):
+        mine["optimizer"] = optimizer.state_dict()  # this rank's partition
+    torch.save(mine, rank_file(tmp, accelerator.process_index))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
         accelerator.unwrap_model(model).save_pretrained(tmp / "model", state_dict=state_dict, safe_serialization=True)
         tokenizer.save_pretrained(tmp / "model")
-        state = {
-            "step": step,
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": rng_state(),
-            **extra,
-        }
+        state = {"step": step, "scheduler": scheduler.state_dict(), "world_size": accelerator.num_processes, **extra}
+        if not sharded_optimizer(accelerator):
+            state["optimizer"] = optimizer.state_dict()
         torch.save(state, tmp / STATE_FILE)
         _fsync_tree(tmp)
         shutil.rmtree(final, ignore_errors=True)
@@ -86,11 +102,20 @@ def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, schedu
     return final
 
 
-def load_state(path: Path, optimizer, scheduler) -> dict:
-    """Restore optimizer, scheduler and RNG from a checkpoint; return its whole state dict
-    (step, data position, ...). The policy weights are loaded from `path / "model"` by the caller."""
+def world_size(path: Path) -> int:
+    """How many processes wrote the checkpoint at `path` (resume with as many)."""
+    return len(list(Path(path).glob("rank_*.pt")))
+
+
+def load_state(path: Path, accelerator, optimizer, scheduler) -> dict:
+    """Restore optimizer, scheduler and this rank's RNG from a checkpoint; return its whole state
+    dict (step, data position, ...). The policy weights are loaded from `path / "model"` by the caller."""
     state = torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
-    optimizer.load_state_dict(state["optimizer"])
+    mine = torch.load(rank_file(path, accelerator.process_index), map_location="cpu", weights_only=False)
+    if sharded_optimizer(accelerator):  # DeepSpeed takes every rank's list and reads its own entry
+        optimizer.load_state_dict([None] * accelerator.process_index + [mine["optimizer"]])
+    else:
+        optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    set_rng_state(state["rng"])
+    set_rng_state(mine["rng"])
     return state

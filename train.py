@@ -72,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def resolve_resume(resume: str | None, output_dir: Path) -> Path | None:
+def resolve_resume(resume: str | None, output_dir: Path, world: int = 1) -> Path | None:
     """The checkpoint to resume from; refuse to mix a new run into an old run's directory."""
     found = checkpoint.latest(output_dir)
     if resume is None:
@@ -84,10 +84,15 @@ def resolve_resume(resume: str | None, output_dir: Path) -> Path | None:
     if resume == "latest":
         if found is None:
             raise ConfigError(f"--resume: no checkpoint in `{output_dir / checkpoint.CHECKPOINTS}`")
-        return found
-    if not (Path(resume) / checkpoint.STATE_FILE).is_file():
-        raise ConfigError(f"--resume `{resume}` is not a checkpoint directory (no {checkpoint.STATE_FILE})")
-    return Path(resume)
+        path = found
+    else:
+        path = Path(resume)
+        if not (path / checkpoint.STATE_FILE).is_file():
+            raise ConfigError(f"--resume `{resume}` is not a checkpoint directory (no {checkpoint.STATE_FILE})")
+    if checkpoint.world_size(path) != world:
+        raise ConfigError(f"--resume: checkpoint `{path}` was written by {checkpoint.world_size(path)} processes; "
+                          f"resume it with as many (this launch has {world})")
+    return path
 
 
 def check_world(cfg: config.Config, world: int) -> None:
@@ -278,9 +283,9 @@ def response_logprobs(model, prompt_ids, response_ids, temperature: float, pad_i
 
 @torch.no_grad()
 def old_logprobs(cfg, model, batch: Batch, pad_id: int):
-    """Step 5: per-response log-probs (list of (len,) tensors), mean entropy, and how far the
-    sampler's log-probs are from ours (|logp_trainer - logp_rollout| over tokens: mean, max;
-    the cheap alarm for stale weights in the sampler). One no-grad pass."""
+    """Step 5: per-response log-probs (list of (len,) tensors) and sums for the metrics: entropy
+    over response tokens, and how far the sampler's log-probs are from ours (|logp_trainer -
+    logp_rollout| per token: the cheap alarm for stale weights in the sampler). One no-grad pass."""
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids)]
     old = [None] * len(lengths)
     ent_sum, ent_count = 0.0, 0
@@ -291,15 +296,16 @@ def old_logprobs(cfg, model, batch: Batch, pad_id: int):
             old[i] = logp[row, : len(batch.response_ids[i])].float().cpu()
         ent_sum += (entropy * mask).sum().item()
         ent_count += int(mask.sum())
-    gap = {}
+    sums = {"ent_sum": ent_sum, "tokens": ent_count}
     if batch.rollout_logp is not None:
         diff = (torch.cat(old) - torch.tensor([x for lp in batch.rollout_logp for x in lp])).abs()  # (N,)
-        gap = {"rollout/logp_diff_mean": diff.mean().item(), "rollout/logp_diff_max": diff.max().item()}
-    return old, ent_sum / max(ent_count, 1), gap
+        sums.update(gap_sum=diff.sum().item(), gap_max=diff.max().item())
+    return old, sums
 
 
 def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old, idx: list[int], pad_id: int) -> dict:
-    """Forward and backward the loss of one mini-batch (responses `idx`) over micro-batches.
+    """Forward and backward the loss of one mini-batch (responses `idx`) over micro-batches;
+    returns this rank's sums for the metrics.
 
     The token-mean denominator counts every response token of the mini-batch on every rank,
     zero-advantage responses included, so skipping those (choice 1) changes no gradient.
@@ -313,7 +319,8 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old, idx: l
     micro = [[active[j] for j in mb] for mb in data.token_budget_micro_batches(lengths, cfg.trainer.micro_batch_max_tokens)]
     n_micro = int(accelerator.gather(torch.tensor([len(micro)], device=accelerator.device)).max().clamp(min=1))
     sums = {"tokens": 0.0, "seq_tokens": 0.0, "slots": 0.0, "loss": 0.0, "clip_frac_high": 0.0, "clip_frac_low": 0.0, "clip_frac_dual": 0.0,
-            "ratio_mean": 0.0, "approx_kl": 0.0, "ratio_min": float("inf"), "ratio_max": 0.0}
+            "ratio_mean": 0.0, "approx_kl": 0.0, "ratio_min": float("inf"), "ratio_max": 0.0, "micro_batches": len(micro),
+            "mini_tokens": sum(len(batch.response_ids[i]) for i in idx)}
     for k in range(n_micro):
         ids, weight = (micro[k], 1.0) if k < len(micro) else ([idx[0]], 0.0)  # choice 4: keep pass counts equal
         logp, _, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids], [batch.response_ids[i] for i in ids],
@@ -340,15 +347,7 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old, idx: l
             sums["ratio_min"] = min(sums["ratio_min"], m["ratio_min"].item())
             sums["ratio_max"] = max(sums["ratio_max"], m["ratio_max"].item())
     accelerator.sync_gradients = True
-    mini_tokens = sum(len(batch.response_ids[i]) for i in idx)
-    out = {"loss/policy": sums["loss"], "perf/micro_batches": len(micro), "tokens": sums["tokens"],
-           "seq_tokens": sums["seq_tokens"], "slots": sums["slots"],
-           "loss/ratio_min": sums["ratio_min"] if sums["tokens"] else 1.0, "loss/ratio_max": sums["ratio_max"] if sums["tokens"] else 1.0}
-    for key in ("clip_frac_high", "clip_frac_low", "clip_frac_dual"):
-        out[f"loss/{key}"] = sums[key] / max(mini_tokens, 1)  # over all mini-batch tokens: same with or without skipping
-    for key in ("ratio_mean", "approx_kl"):
-        out[f"loss/{key}"] = sums[key] / max(sums["tokens"], 1)  # over tokens in gradient passes
-    return out
+    return sums  # token-weighted sums, combined over ranks and mini-batches in step_metrics
 
 
 def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float, bool]:
@@ -361,6 +360,64 @@ def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float
         scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     return grad_norm, applied
+
+
+# ----------------------------------------------------------------------------------------------
+# Step 7: metrics of the whole step, from every rank's share
+# ----------------------------------------------------------------------------------------------
+
+
+def gather_object(obj):
+    from accelerate.utils import gather_object as gather
+
+    return gather(obj)
+
+
+def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[float], skipped: int, lr: float,
+                 regime_K: float, step_time: float) -> dict:
+    """The logged metrics (logger.METRICS) from each rank's raw sums; the same on every rank."""
+    seen = {k: [x for r in ranks for x in r["seen"][k]] for k in ("reward", "acc", "len", "truncated")}
+    total = lambda key: sum(r["seen"][key] for r in ranks)  # noqa: E731
+    reward, acc, adv = (torch.cat([r[k] for r in ranks]) for k in ("reward", "acc", "adv"))  # (P, G) over all ranks
+    upd = [u for r in ranks for u in r["upd"]]  # per rank and mini-batch
+    lp = {k: sum(r["logp"].get(k, 0.0) for r in ranks) for k in ("ent_sum", "tokens", "gap_sum")}
+    times = {k: max(r["times"][k] for r in ranks) for k in ranks[0]["times"]}  # the slowest rank paces the step
+    u = {k: sum(x[k] for x in upd) for k in upd[0] if k not in ("ratio_min", "ratio_max")}
+    lens = torch.tensor(seen["len"], dtype=torch.float32)
+    metrics = {
+        "step": step,
+        "reward/mean": sum(seen["reward"]) / len(seen["reward"]),
+        "reward/acc": sum(seen["acc"]) / len(seen["acc"]),
+        "reward/timeouts": total("timeouts"),
+        "response/len_mean": lens.mean().item(),
+        "response/len_max": lens.max().item(),
+        "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
+        "policy/entropy": lp["ent_sum"] / max(lp["tokens"], 1),
+        **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv, reward, acc, regime_K).items()},
+        "sampling/gen_batches": gen_batches,
+        "sampling/kept_frac": total("kept") / total("groups"),
+        **{f"entropy_cov/{k}": v for k, v in advantage.entropy_covariance_from_sums(sum(r["cov"] for r in ranks)).items()},
+        "loss/policy": u["loss"] / len(norms),  # each rank's loss is its part of the global one
+        **{f"loss/{k}": u[k] / max(u["mini_tokens"], 1) for k in ("clip_frac_high", "clip_frac_low", "clip_frac_dual")},
+        **{f"loss/{k}": u[k] / max(u["tokens"], 1) for k in ("ratio_mean", "approx_kl")},  # over tokens in gradient passes
+        "loss/ratio_min": min((x["ratio_min"] for x in upd if x["tokens"]), default=1.0),
+        "loss/ratio_max": max((x["ratio_max"] for x in upd if x["tokens"]), default=1.0),
+        "optim/grad_norm": sum(norms) / len(norms),
+        "optim/lr": lr,
+        "optim/skipped": skipped,
+        "optim/updates": len(norms) - skipped,
+        "perf/micro_batches": u["micro_batches"],
+        "perf/pad_frac": 1 - u["seq_tokens"] / u["slots"] if u["slots"] else 0.0,
+        "perf/gen_tokens_per_s": lens.sum().item() / max(times["rollout"], 1e-9),
+        "perf/train_tokens_per_s": u["seq_tokens"] / max(times["update"], 1e-9),
+        **{f"time/{k}": v for k, v in times.items()},
+        "time/step": step_time,
+        "perf/peak_mem_gb": peak_memory_gb(),
+    }
+    if "gap_max" in ranks[0]["logp"]:
+        metrics["rollout/logp_diff_mean"] = lp["gap_sum"] / max(lp["tokens"], 1)
+        metrics["rollout/logp_diff_max"] = max(r["logp"]["gap_max"] for r in ranks)
+    return metrics
 
 
 # ----------------------------------------------------------------------------------------------
@@ -413,8 +470,9 @@ def main(argv=None) -> None:
     out_dir = Path(cfg.trainer.output_dir)
     try:  # every check that can fail on input runs here, before the model loads
         check_hardware(cfg)
-        resume_dir = resolve_resume(args.resume, out_dir)
-        check_world(cfg, int(os.environ.get("WORLD_SIZE", "1")))  # set by accelerate launch / torchrun
+        world = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch / torchrun
+        resume_dir = resolve_resume(args.resume, out_dir, world)
+        check_world(cfg, world)
         model_path = str(resume_dir / "model") if resume_dir else cfg.model.name_or_path
         tokenizer = load_tokenizer(model_path)
         prompts, dropped = data.load_prompts(cfg.data, tokenizer)
@@ -440,7 +498,7 @@ def main(argv=None) -> None:
     sampler = data.PromptSampler(len(prompts), t.seed, cfg.data.shuffle)
     start_step = 0
     if resume_dir:
-        state = checkpoint.load_state(resume_dir, optimizer, scheduler)
+        state = checkpoint.load_state(resume_dir, accelerator, optimizer, scheduler)
         sampler.load_state_dict(state["sampler"])
         start_step = state["step"]
     if accelerator.is_main_process:
@@ -472,7 +530,7 @@ def main(argv=None) -> None:
 
         # 5. Old log-probs and entropy (no grad).
         t0 = time.perf_counter()
-        old, entropy, logp_gap = old_logprobs(cfg, model, batch, pad_id)
+        old, logp_sums = old_logprobs(cfg, model, batch, pad_id)
         times["old_logp"] = time.perf_counter() - t0
         tok_logp = torch.cat(old)  # (N,) over all response tokens
         tok_adv = torch.cat([adv[i].expand(len(o)) for i, o in enumerate(old)])  # (N,)
@@ -490,59 +548,32 @@ def main(argv=None) -> None:
                 skipped += not applied
         times["update"] = time.perf_counter() - t0
 
-        # 7. Log.
-        step_time = time.perf_counter() - t_step
-        lens = torch.tensor(seen["len"], dtype=torch.float32)
-        metrics = {
-            "step": step,
-            "reward/mean": sum(seen["reward"]) / len(seen["reward"]),
-            "reward/acc": sum(seen["acc"]) / len(seen["acc"]),
-            "reward/timeouts": seen["timeouts"],
-            "response/len_mean": lens.mean().item(),
-            "response/len_max": lens.max().item(),
-            "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
-            "policy/entropy": entropy,
-            **logp_gap,
-            **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv_pg, batch.reward, batch.acc, regime_K).items()},
-            "sampling/gen_batches": gen_batches,
-            "sampling/kept_frac": seen["kept"] / seen["groups"],
-            **{f"entropy_cov/{k}": v for k, v in advantage.entropy_covariance(tok_logp, tok_adv).items()},
-            "loss/policy": sum(u["loss/policy"] for u in upd) / len(upd),
-            **{k: sum(u[k] for u in upd) / len(upd) for k in ("loss/clip_frac_high", "loss/clip_frac_low",
-                                                              "loss/clip_frac_dual", "loss/ratio_mean", "loss/approx_kl")},
-            "loss/ratio_min": min(u["loss/ratio_min"] for u in upd),
-            "loss/ratio_max": max(u["loss/ratio_max"] for u in upd),
-            "optim/grad_norm": sum(norms) / len(norms),
-            "optim/lr": scheduler.get_last_lr()[0],
-            "optim/skipped": skipped,
-            "optim/updates": len(norms) - skipped,
-            "perf/micro_batches": sum(u["perf/micro_batches"] for u in upd),
-            "perf/pad_frac": 1 - sum(u["seq_tokens"] for u in upd) / max(sum(u["slots"] for u in upd), 1) if any(u["slots"] for u in upd) else 0.0,
-            "perf/gen_tokens_per_s": lens.sum().item() / max(times["rollout"], 1e-9),
-            "perf/train_tokens_per_s": sum(u["seq_tokens"] for u in upd) / max(times["update"], 1e-9),
-            **{f"time/{k}": v for k, v in times.items()},
-            "time/step": step_time,
-            "perf/peak_mem_gb": peak_memory_gb(),
-        }
+        # 7. Log: every rank's sums, combined on all ranks.
+        mine = {"seen": seen, "reward": batch.reward, "acc": batch.acc, "adv": adv_pg, "logp": logp_sums, "upd": upd, "times": times,
+                "cov": advantage.covariance_sums(tok_logp, tok_adv)}
+        ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]
+        metrics = step_metrics(ranks, step, gen_batches, norms, skipped, scheduler.get_last_lr()[0], regime_K,
+                               time.perf_counter() - t_step)
         logger.log(metrics)
         logger.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]), "response": batch.texts[i],
                                        "answer": batch.answers[i], "reward": batch.reward.flatten()[i].item(), "adv": adv[i].item()}
                                       for i in range(min(cfg.logging.num_completions, len(batch.texts)))])
         if accelerator.is_main_process:
             tqdm.write(f"step {step}/{t.total_steps} | reward {metrics['reward/mean']:+.3f} acc {metrics['reward/acc']:.3f} | "
-                       f"entropy {entropy:.3f} | zero-adv {metrics['adv/zero_frac']:.2f} | len {metrics['response/len_mean']:.1f} | "
-                       f"gen batches {gen_batches} | {step_time:.1f}s")
+                       f"entropy {metrics['policy/entropy']:.3f} | zero-adv {metrics['adv/zero_frac']:.2f} | "
+                       f"len {metrics['response/len_mean']:.1f} | gen batches {gen_batches} | {metrics['time/step']:.1f}s")
 
         # Checkpoint.
         if (t.save_every and step % t.save_every == 0) or step == t.total_steps:
             checkpoint.save(out_dir, step, accelerator, model, tokenizer, optimizer, scheduler,
                             {"sampler": sampler.state_dict()}, t.keep_last)
     logger.close()
-    accelerator.end_training()
+    accelerator.wait_for_everyone()
+    world = accelerator.num_processes
+    accelerator.end_training()  # also tears down the process group
     print(f"rank {accelerator.process_index}: done", file=sys.stderr, flush=True)  # tests check every rank's marker
-    if accelerator.num_processes > 1:
-        accelerator.wait_for_everyone()
-        torch.distributed.destroy_process_group()
+    if world > 1:
+        sys.stdout.flush()
         os._exit(0)  # all files are closed; skip an interpreter teardown that can abort in DeepSpeed's comm threads
 
 

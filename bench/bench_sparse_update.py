@@ -61,7 +61,7 @@ def main():
     model = make_model()
     batch, adv = make_batch()
     with torch.no_grad():  # old log-probs slightly off the current policy, so ratios vary
-        old, _, _ = train.old_logprobs(cfg, model, batch, pad_id=0)
+        old, _ = train.old_logprobs(cfg, model, batch, pad_id=0)
         old = [o + 0.05 * torch.randn(len(o)) for o in old]
     print(f"{len(adv)} responses, {(adv == 0).float().mean().item():.0%} with zero advantage, "
           f"{sum(len(r) for r in batch.response_ids)} response tokens")

@@ -149,3 +149,18 @@ def test_advantage_stats():
     assert s["max"] == pytest.approx(2.4807, abs=1e-4)
     assert s["min"] == pytest.approx(-2.2361, abs=1e-4)
     assert s["mean"] == pytest.approx((3 * 2.48069 - 4 * 2.23607) / 64, abs=1e-4)
+
+
+def test_entropy_covariance_from_rank_sums_equals_plain():
+    from advantage import covariance_sums, entropy_covariance, entropy_covariance_from_sums
+
+    g = torch.Generator().manual_seed(0)
+    logp = -torch.rand(1000, generator=g) * 5
+    adv = torch.randn(1000, generator=g)
+    adv[torch.rand(1000, generator=g) < 0.8] = 0.0
+    plain = entropy_covariance(logp, adv)
+    parts = covariance_sums(logp[:300], adv[:300]) + covariance_sums(logp[300:], adv[300:])  # two "ranks"
+    fast = entropy_covariance_from_sums(parts)
+    for key in ("total", "pos", "neg"):
+        assert abs(fast[key] - plain[key]) <= 1e-5 * max(1.0, abs(plain[key])), key
+    assert abs(plain["pos"]) > 1e-3 and abs(plain["neg"]) > 1e-3  # both parts exercised
