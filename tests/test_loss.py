@@ -170,3 +170,23 @@ def test_entropy_is_accurate_at_qwen_vocab_size():
     ref_logp = torch.log_softmax(logits.double(), -1).gather(-1, targets[..., None]).squeeze(-1)
     assert (ent.double() - ref_ent).abs().max() < 5e-6
     assert (logp.double() - ref_logp).abs().max() < 5e-6
+
+
+def test_tis_weights_scale_the_loss_per_token_and_ones_change_nothing():
+    from loss import policy_loss, tis_weights, token_mean
+
+    g = torch.Generator().manual_seed(3)
+    logp, old = -torch.rand(2, 5, generator=g), -torch.rand(2, 5, generator=g)
+    adv, mask = torch.tensor([1.0, -0.5]), torch.ones(2, 5)
+    plain, _ = policy_loss(logp, old, adv, mask, 10.0, token_mean)
+    ones, _ = policy_loss(logp, old, adv, mask, 10.0, token_mean, is_weight=torch.ones(2, 5))
+    assert torch.equal(plain, ones)
+    rollout = old.clone()
+    rollout[0, 0] -= 5.0  # the sampler gave this token far less mass: weight exp(5) truncated at the cap
+    w = tis_weights(old, rollout, cap=2.0)
+    assert w[0, 0] == 2.0 and torch.allclose(w[1], torch.ones(5)) and not w.requires_grad
+    weighted, _ = policy_loss(logp, old, adv, mask, 10.0, token_mean, is_weight=w)
+    from loss import clip_higher_token_loss
+
+    per_token = clip_higher_token_loss(logp, old, adv)
+    assert torch.allclose(weighted - plain, per_token[0, 0] * (2.0 - 1.0) / 10.0)
