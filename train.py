@@ -477,7 +477,8 @@ def main(argv=None) -> None:
         tokenizer = load_tokenizer(model_path)
         prompts, dropped = data.load_prompts(cfg.data, tokenizer)
     except (ConfigError, DataError, OSError) as e:
-        print(f"error: {e}".splitlines()[0], file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # every process fails alike; one message is enough
+            print(f"error: {e}".splitlines()[0], file=sys.stderr)
         sys.exit(2)
     from accelerate.utils import set_seed
 

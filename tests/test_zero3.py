@@ -19,7 +19,8 @@ import torch
 from logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
-LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(REPO / "configs" / "accelerate" / "zero3.yaml")]
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(REPO / "configs" / "accelerate" / "zero3.yaml"),
+          "--mixed_precision", "no"]  # the tiny model trains in fp32, as the single process does
 TWIN = ["--config", "tiny_qae.yaml", "trainer.train_batch_size=4", "trainer.mini_batch_size=4", "rollout.n=4",
         "algorithm.dynamic_sampling=false", "trainer.gen_batch_size=null", "rollout.prompts_per_call=2",
         "optim.lr=1e-3", "trainer.total_steps=2", "trainer.save_every=1", "trainer.keep_last=2"]
