@@ -190,6 +190,24 @@ class TrainerConfig:
 
 
 @dataclass
+class EvalConfig:
+    every: int = 0
+    """Evaluate inside training every this many steps (and at the last step); 0 = off."""
+    benchmarks: str = "aime24,aime25,amc23"
+    """Comma-separated benchmark names (data/: aime24, aime25, amc23, math500) or .jsonl files."""
+    n: int = 32
+    """Samples per problem (paper: 32); pass@k is logged for k = 1, 2, 4, ... up to n."""
+    temperature: float = 0.7
+    """Paper: 0.7 (verl's DAPO scripts validate at 1.0 with top_p 0.7)."""
+    top_p: float = 1.0
+    """Nucleus threshold of evaluation sampling."""
+    max_tokens: int | None = None
+    """Longest evaluated response; null = rollout.max_response_len."""
+    limit: int | None = None
+    """Evaluate only the first this many problems of each benchmark; null = all."""
+
+
+@dataclass
 class LoggingConfig:
     wandb: bool = False
     """Also log to Weights & Biases (offline mode when no API key is set)."""
@@ -210,6 +228,7 @@ class Config:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 
@@ -268,6 +287,10 @@ def validate(cfg: Config) -> Config:
     need(o.lr >= 0 and o.weight_decay >= 0 and o.warmup_steps >= 0, "config keys `optim.lr`, `optim.weight_decay`, `optim.warmup_steps` must be >= 0")
     need(o.grad_clip > 0, f"config key `optim.grad_clip` must be > 0, got {o.grad_clip}")
     need(all(0 <= b < 1 for b in o.betas), f"config key `optim.betas` must be two numbers in [0, 1), got {list(o.betas)}")
+    e = cfg.eval
+    need(e.every >= 0, f"config key `eval.every` must be >= 0 (0 = off), got {e.every}")
+    need(e.n >= 1 and 0 < e.top_p <= 1 and e.temperature > 0, "config keys `eval.n` >= 1, `eval.top_p` in (0, 1], `eval.temperature` > 0")
+    need(e.limit is None or e.limit >= 1, f"config key `eval.limit` must be null or >= 1, got {e.limit}")
     need(r.prompts_per_call >= 0, f"config key `rollout.prompts_per_call` must be >= 0 (0 = all at once), got {r.prompts_per_call}")
     need(a.tis_cap is None or a.tis_cap >= 1, f"config key `algorithm.tis_cap` must be null (off) or >= 1, got {a.tis_cap}")
     need(t.save_every >= 0 and t.keep_last >= 1, "config keys `trainer.save_every` must be >= 0 and `trainer.keep_last` >= 1")

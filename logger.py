@@ -57,7 +57,22 @@ METRICS = {
     "time/old_logp": "seconds in the no-grad log-prob and entropy pass",
     "time/update": "seconds in gradient passes and optimizer steps",
     "time/step": "seconds for the whole step",
+    "time/eval": "seconds in periodic evaluation (steps where it ran)",
+    "eval/<benchmark>/pass@<k>": "periodic evaluation (eval.every): unbiased pass@k over eval.n samples per problem",
+    "eval/<benchmark>/len_mean": "periodic evaluation: mean response length in tokens",
 }
+
+
+def documented(name: str) -> bool:
+    """Whether `name` is in METRICS, directly or as an instance of a `<placeholder>` pattern.
+
+    >>> documented("eval/aime24/pass@16"), documented("eval/aime24/pass@16/x")
+    (True, False)
+    """
+    import re
+
+    patterns = [re.sub(r"<\w+>", "[^/]+", re.escape(m)) for m in METRICS if "<" in m]  # "<" and ">" are not escaped
+    return name in METRICS or any(re.fullmatch(p, name) for p in patterns)
 
 
 class MetricsLogger:

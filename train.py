@@ -12,7 +12,7 @@ Each step (QAE_SPEC sections 3, 4, 7):
   5. old log-probs and entropy: one no-grad pass over all responses
   6. update:   per mini-batch, micro-batches with gradient accumulation of the clip-higher loss,
                token-mean over the mini-batch's global token count; AdamW with clipping
-  7. log, checkpoint
+  7. log (every `eval.every` steps also pass@k on held-out benchmarks, eval.py), checkpoint
 
 Departures and choices, numbered:
 1. Exact sparse update: with no KL and no entropy bonus, a response with advantage exactly 0
@@ -56,6 +56,7 @@ import reward
 import rollout
 from config import ConfigError
 from data import DataError
+from eval import EvalError, evaluate, load_benchmark
 from logger import MetricsLogger
 
 
@@ -455,6 +456,25 @@ def make_accelerator(cfg: config.Config):
     return accelerator
 
 
+def load_eval_sets(cfg: config.Config, tokenizer) -> dict:
+    """Periodic evaluation's problems by benchmark name (empty when eval.every = 0)."""
+    if not cfg.eval.every:
+        return {}
+    names = [b.strip() for b in cfg.eval.benchmarks.split(",") if b.strip()]
+    return {Path(b).stem: load_benchmark(b, cfg.data, tokenizer, limit=cfg.eval.limit) for b in names}
+
+
+def periodic_eval(cfg: config.Config, accelerator, engine, model, tokenizer, eval_sets: dict) -> dict:
+    """pass@k and mean length on each benchmark, sampled with the current policy (eval.py)."""
+    e, metrics = cfg.eval, {}
+    engine.sync_weights(model)
+    for name, problems in eval_sets.items():
+        result = evaluate(engine, tokenizer, problems, n=e.n, seed=cfg.trainer.seed, temperature=e.temperature, top_p=e.top_p,
+                          max_tokens=e.max_tokens, accelerator=accelerator, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers)
+        metrics |= {f"eval/{name}/{k}": v for k, v in result.items() if k.startswith("pass@") or k == "len_mean"}
+    return metrics
+
+
 def peak_memory_gb() -> float:
     """Peak CUDA memory allocated by this process, or its peak resident memory on a CPU, in GB."""
     if torch.cuda.is_available():
@@ -476,7 +496,8 @@ def main(argv=None) -> None:
         model_path = str(resume_dir / "model") if resume_dir else cfg.model.name_or_path
         tokenizer = load_tokenizer(model_path)
         prompts, dropped = data.load_prompts(cfg.data, tokenizer)
-    except (ConfigError, DataError, OSError) as e:
+        eval_sets = load_eval_sets(cfg, tokenizer)
+    except (ConfigError, DataError, EvalError, OSError) as e:
         if os.environ.get("RANK", "0") == "0":  # every process fails alike; one message is enough
             print(f"error: {e}".splitlines()[0], file=sys.stderr)
         sys.exit(2)
@@ -555,6 +576,10 @@ def main(argv=None) -> None:
         ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]
         metrics = step_metrics(ranks, step, gen_batches, norms, skipped, scheduler.get_last_lr()[0], regime_K,
                                time.perf_counter() - t_step)
+        if eval_sets and (step % cfg.eval.every == 0 or step == t.total_steps):
+            t0 = time.perf_counter()
+            metrics |= periodic_eval(cfg, accelerator, engine, model, tokenizer, eval_sets)
+            metrics["time/eval"] = time.perf_counter() - t0
         logger.log(metrics)
         logger.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]), "response": batch.texts[i],
                                        "answer": batch.answers[i], "reward": batch.reward.flatten()[i].item(), "adv": adv[i].item()}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from logger import METRICS, read_metrics
+from logger import documented, read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 # Small and fast, still the real tiny model, data and loop.
@@ -26,15 +26,17 @@ def train_cmd(out_dir, *overrides, resume=False):
 def test_two_step_smoke_run(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "WANDB_API_KEY": "", "WANDB_SILENT": "true"}
-    proc = subprocess.run(train_cmd(out, "trainer.total_steps=2", "logging.wandb=true"), capture_output=True, text=True,
-                          cwd=REPO, timeout=600, env=env)
+    proc = subprocess.run(train_cmd(out, "trainer.total_steps=2", "logging.wandb=true", "eval.every=2", "eval.limit=3", "eval.n=2"),
+                          capture_output=True, text=True, cwd=REPO, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
-        assert set(r) <= set(METRICS), f"undocumented metrics: {set(r) - set(METRICS)}"
+        assert all(documented(k) for k in r), f"undocumented metrics: {[k for k in r if not documented(k)]}"
         assert -2.0 <= r["reward/mean"] <= 1.0 and 0.0 <= r["reward/acc"] <= 1.0
         assert r["optim/updates"] == 2 and r["policy/entropy"] > 0
+    assert "eval/test/pass@1" not in rows[0] and 0 <= rows[1]["eval/test/pass@2"] <= 1  # periodic evaluation at step 2
+    assert rows[1]["eval/test/pass@1"] <= rows[1]["eval/test/pass@2"]
     assert "step 2/2" in proc.stderr + proc.stdout
     assert (out / "metrics.png").stat().st_size > 1000
     samples = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
