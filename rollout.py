@@ -178,6 +178,7 @@ class VLLMRollout:
         """Copy the policy's current weights into the engine (choice 4). Collective under ZeRO-3."""
         self.model = model
         if not self.weights_awake:
+            torch.cuda.empty_cache()  # hand the update's cached blocks back before vLLM reclaims its share
             self.llm.wake_up(tags=["weights"])
             self.weights_awake = True
         if self.on_cpu:
