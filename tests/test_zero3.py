@@ -40,7 +40,9 @@ def weights(run_dir: Path, step: int) -> dict:
 
 
 def comparable(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(("time/", "perf/gen_tokens", "perf/train_tokens", "perf/peak_mem"))}
+    """Metrics that must agree. Periodic evaluation (at the last step) runs under ZeRO-3 too, but HF
+    `generate` seeds once per call, so its samples depend on how problems split over processes."""
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "perf/gen_tokens", "perf/train_tokens", "perf/peak_mem", "eval/"))}
             for r in rows]
 
 
@@ -61,6 +63,7 @@ def test_two_zero3_processes_train_what_one_process_trains(runs):
     assert "rank 0: done" in log and "rank 1: done" in log  # every rank finished its work
     a, b = read_metrics(root / "single" / "metrics.jsonl"), read_metrics(root / "zero3" / "metrics.jsonl")
     assert [r["step"] for r in b] == [1, 2] and all(r["optim/updates"] == 1 for r in b)
+    assert 0 <= b[1]["eval/test/pass@1"] <= 1  # evaluation ran across both ranks
     for x, y in zip(comparable(a), comparable(b)):
         assert x.keys() == y.keys()
         for k in x:  # same samples, rewards, advantages, losses and gradient norm
