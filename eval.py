@@ -2,6 +2,7 @@ r"""Evaluation: pass@1 and pass@k on math benchmarks, with the trainer's own pro
 and verifier.
 
     python eval.py --config tiny_qae.yaml --benchmarks tiny/test.jsonl --n 8 --limit 50
+    python eval.py --model runs/tiny_qae/checkpoints/step_000040/model --benchmarks aime24,amc23 --n 4  # its run's config.yaml
     python eval.py --config qwen3_8b_qae.yaml --model runs/qae/checkpoints/step_000300/model rollout.gpu_memory_utilization=0.8
     accelerate launch --num_processes 8 eval.py --config qwen3_8b_qae.yaml --model ...   # problems split over GPUs
     python eval.py --rescore runs/qae/eval/step_000300/generations.jsonl                  # score again, no sampling
@@ -365,7 +366,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model", help="HF hub name or local folder, e.g. runs/X/checkpoints/step_000300/model "
                                    "(default: the config's model.name_or_path)")
     p.add_argument("--benchmarks", nargs="+", default=["aime24", "aime25", "amc23"],
-                   help=f"names ({', '.join(BENCHMARKS)}), .jsonl/.json/.parquet files or hub datasets")
+                   help=f"names ({', '.join(BENCHMARKS)}), .jsonl/.json/.parquet files or hub datasets; "
+                        "space- or comma-separated")
     p.add_argument("--problem-key", default="problem", help="column of the problem text (files and hub datasets)")
     p.add_argument("--answer-key", default="answer", help="column of the gold answer")
     p.add_argument("--id-key", default="id", help="column of the problem id (row number where absent)")
@@ -382,7 +384,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=64, help="problems per generate call")
     p.add_argument("--out", help="output folder (default: runs/X/eval/step_N for a checkpoint, else runs/eval/<model>)")
     p.add_argument("--rescore", metavar="GENERATIONS_JSONL", help="score a generations.jsonl again, without sampling")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.benchmarks = [b for item in args.benchmarks for b in item.split(",") if b]  # "aime24,amc23" too
+    return args
 
 
 def default_out(model: str) -> Path:
@@ -391,6 +395,16 @@ def default_out(model: str) -> Path:
     if path.name == "model" and path.parent.parent.name == checkpoint.CHECKPOINTS:
         return path.parent.parent.parent / "eval" / path.parent.name
     return Path("runs/eval") / re.sub(r"[^\w.-]+", "_", model).strip("_.")
+
+
+def run_config(model: str | None) -> str | None:
+    """The config.yaml train.py wrote next to a checkpoint runs/X/checkpoints/step_N/model, if any:
+    without --config, a checkpoint is evaluated with its own run's prompt template and sampler."""
+    if model is None:
+        return None
+    path = Path(model)
+    found = path.parent.parent.parent / "config.yaml"
+    return str(found) if path.name == "model" and path.parent.parent.name == checkpoint.CHECKPOINTS and found.is_file() else None
 
 
 def check_args(args: argparse.Namespace, cfg: config.Config) -> dict:
@@ -448,7 +462,8 @@ def main(argv=None) -> None:
     try:  # every check that can fail on input runs here, before the model loads
         if args.rescore:
             return rescore(args)
-        cfg = config.load(args.config, args.overrides) if args.config else config.from_dict({}, args.overrides)
+        name = args.config or run_config(args.model)
+        cfg = config.load(name, args.overrides) if name else config.from_dict({}, args.overrides)
         settings = check_args(args, cfg)
         rows = {name: read_benchmark(name, args.problem_key, args.answer_key, args.id_key, args.split, args.limit)
                 for name in args.benchmarks}

@@ -282,3 +282,14 @@ def test_plot_runs_writes_a_png_from_two_runs(tmp_path):
     with pytest.raises(SystemExit) as e:
         plot_runs.main([str(tmp_path / "qae"), str(tmp_path / "nothing")])
     assert e.value.code == 2
+
+
+def test_a_checkpoint_is_evaluated_with_its_runs_config_and_benchmarks_split_on_commas(tmp_path):
+    model = tmp_path / "run" / "checkpoints" / "step_000002" / "model"
+    model.mkdir(parents=True)
+    assert ev.run_config(str(model)) is None  # no config.yaml beside the run: the defaults apply
+    (tmp_path / "run" / "config.yaml").write_text("rollout:\n  backend: hf\n")
+    assert ev.run_config(str(model)) == str(tmp_path / "run" / "config.yaml")
+    assert ev.run_config(str(tmp_path)) is None and ev.run_config(None) is None
+    args = ev.parse_args(["--model", str(model), "--benchmarks", "aime24,amc23", "math500"])
+    assert args.benchmarks == ["aime24", "amc23", "math500"]
