@@ -87,8 +87,8 @@ def run_driver(tmp_path, stale: bool) -> tuple[list[dict], list[dict]]:
     """Two steps of train.py on the tiny config with the vLLM backend; returns the check after each sync and the metrics."""
     driver, record, out = tmp_path / "driver.py", tmp_path / "checks.json", tmp_path / "run"
     driver.write_text(DRIVER.format(repo=str(REPO), tests=str(REPO / "tests")))
-    argv = ["--config", "tiny_qae.yaml", "rollout.backend=vllm", "rollout.enforce_eager=true", "trainer.total_steps=2", "eval.every=0",
-            f"trainer.output_dir={out}", *FAST]
+    argv = ["--config", "tiny_qae.yaml", "rollout.backend=vllm", "rollout.enforce_eager=true", "trainer.total_steps=2", "eval.every=0", "algorithm.tis_cap=2.0",
+            f"trainer.output_dir={out}", *FAST]  # tis_cap: the truncated importance weights run on vLLM log-probs
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB of KV cache; the tiny run needs far less
     proc = subprocess.run([sys.executable, str(driver), str(record), "stale" if stale else "synced", *argv],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
