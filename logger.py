@@ -1,7 +1,9 @@
-"""Metrics: one JSONL row per step, wandb when configured, sampled completions as text, a plot.
+"""Metrics: what each one means, how one step's are computed, and where they go (one JSONL row
+per step, wandb when configured, sampled completions as text, a plot).
 
 Every metric train.py logs is documented in METRICS (name -> one line); a test checks that no
-undocumented metric is logged.
+undocumented metric is logged. `step_metrics` computes them from each rank's raw sums, so with
+several processes every metric covers the whole batch.
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ import json
 import math
 import os
 from pathlib import Path
+
+import torch
+
+import advantage
 
 METRICS = {
     "step": "training step (rollout batches done)",
@@ -73,6 +79,74 @@ def documented(name: str) -> bool:
 
     patterns = [re.sub(r"<\w+>", "[^/]+", re.escape(m)) for m in METRICS if "<" in m]  # "<" and ">" are not escaped
     return name in METRICS or any(re.fullmatch(p, name) for p in patterns)
+
+
+# ----------------------------------------------------------------------------------------------
+# One step's metrics, from every rank's raw sums (train.py gathers them).
+# ----------------------------------------------------------------------------------------------
+
+
+def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[float], skipped: int, lr: float,
+                 regime_K: float, step_time: float) -> dict:
+    """The logged metrics (METRICS) from each rank's raw sums; the same on every rank.
+
+    Each entry of `ranks` is one rank's dict (train.py step 7): "seen" (every generated
+    response's reward, acc, len, truncated, plus timeouts / groups / kept counts), "reward",
+    "acc", "adv" (its (P, G) training share), "logp" (old_logprobs' sums), "upd" (one
+    accumulate_gradients dict per mini-batch), "times" (seconds per phase) and "cov"
+    (advantage.covariance_sums of its tokens).
+    """
+    seen = {k: [x for r in ranks for x in r["seen"][k]] for k in ("reward", "acc", "len", "truncated")}
+    total = lambda key: sum(r["seen"][key] for r in ranks)  # noqa: E731
+    reward, acc, adv = (torch.cat([r[k] for r in ranks]) for k in ("reward", "acc", "adv"))  # (P, G) over all ranks
+    upd = [u for r in ranks for u in r["upd"]]  # per rank and mini-batch
+    lp = {k: sum(r["logp"].get(k, 0.0) for r in ranks) for k in ("ent_sum", "tokens", "gap_sum")}
+    times = {k: max(r["times"][k] for r in ranks) for k in ranks[0]["times"]}  # the slowest rank paces the step
+    u = {k: sum(x[k] for x in upd) for k in upd[0] if k not in ("ratio_min", "ratio_max")}
+    lens = torch.tensor(seen["len"], dtype=torch.float32)
+    metrics = {
+        "step": step,
+        "reward/mean": sum(seen["reward"]) / len(seen["reward"]),
+        "reward/acc": sum(seen["acc"]) / len(seen["acc"]),
+        "reward/timeouts": total("timeouts"),
+        "response/len_mean": lens.mean().item(),
+        "response/len_max": lens.max().item(),
+        "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
+        "policy/entropy": lp["ent_sum"] / max(lp["tokens"], 1),
+        **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv, reward, acc, regime_K).items()},
+        "sampling/gen_batches": gen_batches,
+        "sampling/kept_frac": total("kept") / total("groups"),
+        **{f"entropy_cov/{k}": v for k, v in advantage.entropy_covariance_from_sums(sum(r["cov"] for r in ranks)).items()},
+        "loss/policy": u["loss"] / len(norms),  # each rank's loss is its part of the global one
+        **{f"loss/{k}": u[k] / max(u["mini_tokens"], 1) for k in ("clip_frac_high", "clip_frac_low", "clip_frac_dual")},
+        **{f"loss/{k}": u[k] / max(u["tokens"], 1) for k in ("ratio_mean", "approx_kl")},  # over tokens in gradient passes
+        "loss/ratio_min": min((x["ratio_min"] for x in upd if x["tokens"]), default=1.0),
+        "loss/ratio_max": max((x["ratio_max"] for x in upd if x["tokens"]), default=1.0),
+        "optim/grad_norm": sum(norms) / len(norms),
+        "optim/lr": lr,
+        "optim/skipped": skipped,
+        "optim/updates": len(norms) - skipped,
+        "perf/micro_batches": u["micro_batches"],
+        "perf/pad_frac": 1 - u["seq_tokens"] / u["slots"] if u["slots"] else 0.0,
+        "perf/gen_tokens_per_s": lens.sum().item() / max(times["rollout"], 1e-9),
+        "perf/train_tokens_per_s": u["seq_tokens"] / max(times["update"], 1e-9),
+        **{f"time/{k}": v for k, v in times.items()},
+        "time/step": step_time,
+        "perf/peak_mem_gb": peak_memory_gb(),
+    }
+    if "gap_max" in ranks[0]["logp"]:
+        metrics["rollout/logp_diff_mean"] = lp["gap_sum"] / max(lp["tokens"], 1)
+        metrics["rollout/logp_diff_max"] = max(r["logp"]["gap_max"] for r in ranks)
+    return metrics
+
+
+def peak_memory_gb() -> float:
+    """Peak CUDA memory allocated by this process, or its peak resident memory on a CPU, in GB."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 1e9
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux reports KiB
 
 
 class MetricsLogger:

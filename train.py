@@ -57,7 +57,7 @@ import rollout
 from config import ConfigError
 from data import DataError
 from eval import EvalError, evaluate, load_benchmark
-from logger import MetricsLogger
+from logger import MetricsLogger, step_metrics
 
 
 # ----------------------------------------------------------------------------------------------
@@ -364,64 +364,6 @@ def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float
 
 
 # ----------------------------------------------------------------------------------------------
-# Step 7: metrics of the whole step, from every rank's share
-# ----------------------------------------------------------------------------------------------
-
-
-def gather_object(obj):
-    from accelerate.utils import gather_object as gather
-
-    return gather(obj)
-
-
-def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[float], skipped: int, lr: float,
-                 regime_K: float, step_time: float) -> dict:
-    """The logged metrics (logger.METRICS) from each rank's raw sums; the same on every rank."""
-    seen = {k: [x for r in ranks for x in r["seen"][k]] for k in ("reward", "acc", "len", "truncated")}
-    total = lambda key: sum(r["seen"][key] for r in ranks)  # noqa: E731
-    reward, acc, adv = (torch.cat([r[k] for r in ranks]) for k in ("reward", "acc", "adv"))  # (P, G) over all ranks
-    upd = [u for r in ranks for u in r["upd"]]  # per rank and mini-batch
-    lp = {k: sum(r["logp"].get(k, 0.0) for r in ranks) for k in ("ent_sum", "tokens", "gap_sum")}
-    times = {k: max(r["times"][k] for r in ranks) for k in ranks[0]["times"]}  # the slowest rank paces the step
-    u = {k: sum(x[k] for x in upd) for k in upd[0] if k not in ("ratio_min", "ratio_max")}
-    lens = torch.tensor(seen["len"], dtype=torch.float32)
-    metrics = {
-        "step": step,
-        "reward/mean": sum(seen["reward"]) / len(seen["reward"]),
-        "reward/acc": sum(seen["acc"]) / len(seen["acc"]),
-        "reward/timeouts": total("timeouts"),
-        "response/len_mean": lens.mean().item(),
-        "response/len_max": lens.max().item(),
-        "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
-        "policy/entropy": lp["ent_sum"] / max(lp["tokens"], 1),
-        **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv, reward, acc, regime_K).items()},
-        "sampling/gen_batches": gen_batches,
-        "sampling/kept_frac": total("kept") / total("groups"),
-        **{f"entropy_cov/{k}": v for k, v in advantage.entropy_covariance_from_sums(sum(r["cov"] for r in ranks)).items()},
-        "loss/policy": u["loss"] / len(norms),  # each rank's loss is its part of the global one
-        **{f"loss/{k}": u[k] / max(u["mini_tokens"], 1) for k in ("clip_frac_high", "clip_frac_low", "clip_frac_dual")},
-        **{f"loss/{k}": u[k] / max(u["tokens"], 1) for k in ("ratio_mean", "approx_kl")},  # over tokens in gradient passes
-        "loss/ratio_min": min((x["ratio_min"] for x in upd if x["tokens"]), default=1.0),
-        "loss/ratio_max": max((x["ratio_max"] for x in upd if x["tokens"]), default=1.0),
-        "optim/grad_norm": sum(norms) / len(norms),
-        "optim/lr": lr,
-        "optim/skipped": skipped,
-        "optim/updates": len(norms) - skipped,
-        "perf/micro_batches": u["micro_batches"],
-        "perf/pad_frac": 1 - u["seq_tokens"] / u["slots"] if u["slots"] else 0.0,
-        "perf/gen_tokens_per_s": lens.sum().item() / max(times["rollout"], 1e-9),
-        "perf/train_tokens_per_s": u["seq_tokens"] / max(times["update"], 1e-9),
-        **{f"time/{k}": v for k, v in times.items()},
-        "time/step": step_time,
-        "perf/peak_mem_gb": peak_memory_gb(),
-    }
-    if "gap_max" in ranks[0]["logp"]:
-        metrics["rollout/logp_diff_mean"] = lp["gap_sum"] / max(lp["tokens"], 1)
-        metrics["rollout/logp_diff_max"] = max(r["logp"]["gap_max"] for r in ranks)
-    return metrics
-
-
-# ----------------------------------------------------------------------------------------------
 # The loop
 # ----------------------------------------------------------------------------------------------
 
@@ -475,15 +417,6 @@ def periodic_eval(cfg: config.Config, accelerator, engine, model, tokenizer, eva
     return metrics
 
 
-def peak_memory_gb() -> float:
-    """Peak CUDA memory allocated by this process, or its peak resident memory on a CPU, in GB."""
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 1e9
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux reports KiB
-
-
 def main(argv=None) -> None:
     args = parse_args(argv)
     cfg = config.from_cli(args)
@@ -501,7 +434,7 @@ def main(argv=None) -> None:
         if os.environ.get("RANK", "0") == "0":  # every process fails alike; one message is enough
             print(f"error: {e}".splitlines()[0], file=sys.stderr)
         sys.exit(2)
-    from accelerate.utils import set_seed
+    from accelerate.utils import gather_object, set_seed
 
     accelerator = make_accelerator(cfg)
     set_seed(cfg.trainer.seed)
@@ -573,7 +506,7 @@ def main(argv=None) -> None:
         # 7. Log: every rank's sums, combined on all ranks.
         mine = {"seen": seen, "reward": batch.reward, "acc": batch.acc, "adv": adv_pg, "logp": logp_sums, "upd": upd, "times": times,
                 "cov": advantage.covariance_sums(tok_logp, tok_adv)}
-        ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]
+        ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]  # one dict per rank
         metrics = step_metrics(ranks, step, gen_batches, norms, skipped, scheduler.get_last_lr()[0], regime_K,
                                time.perf_counter() - t_step)
         if eval_sets and (step % cfg.eval.every == 0 or step == t.total_steps):
