@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import os
 import sys
 import time
@@ -144,8 +145,6 @@ def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int)
 
 def sampling_seed(seed: int, step: int, call: int, gen_batch: int) -> int:
     """Seed of one generation call: a function of where it is in the run, not of history."""
-    import hashlib
-
     key = hashlib.blake2b(f"{seed}/{step}/{call}/{gen_batch}".encode(), digest_size=8).digest()
     return int.from_bytes(key, "little") >> 1  # < 2**63
 
@@ -207,7 +206,8 @@ def collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, 
             kept["answers"] += answers[rows]
             kept["reward"].append(reward_pg[i])
             kept["acc"].append(acc_pg[i])
-            kept["rollout_logp"] += out.rollout_logp[rows] if out.rollout_logp is not None else [None] * G
+            if out.rollout_logp is not None:  # vLLM reports them; hf does not
+                kept["rollout_logp"] += out.rollout_logp[rows]
         seen["reward"] += shaped
         seen["acc"] += [r.acc for r in results]
         seen["len"] += [len(r) for r in out.response_ids]
@@ -226,9 +226,8 @@ def collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, 
             "trainer.train_batch_size, or check the reward on a few completions."
         )
     n = share * G  # truncate to exactly this rank's share (DAPO: exactly train_batch_size)
-    rollout_logp = kept["rollout_logp"][:n] if all(lp is not None for lp in kept["rollout_logp"][:n]) else None
     batch = Batch(kept["prompt_ids"][:n], kept["response_ids"][:n], kept["texts"][:n], kept["answers"][:n],
-                  torch.stack(kept["reward"][:share]), torch.stack(kept["acc"][:share]), rollout_logp)
+                  torch.stack(kept["reward"][:share]), torch.stack(kept["acc"][:share]), kept["rollout_logp"][:n] or None)
     return batch, seen, gen_batch, times
 
 
@@ -528,7 +527,6 @@ def main(argv=None) -> None:
                             {"sampler": sampler.state_dict()}, t.keep_last)
     logger.close()
     accelerator.wait_for_everyone()
-    world = accelerator.num_processes
     accelerator.end_training()  # also tears down the process group
     print(f"rank {accelerator.process_index}: done", file=sys.stderr, flush=True)  # tests check every rank's marker
     if world > 1:
