@@ -1,4 +1,5 @@
-"""Group-relative advantages: the mean baseline (GRPO/DAPO) and the K-quantile baseline (QAE).
+"""Group-relative advantages: the mean baseline (GRPO/DAPO), the K-quantile baseline (QAE), and
+the paper's POS-MASK / NEG-MASK ablations; plus the per-step advantage and entropy diagnostics.
 
 For one prompt with G sampled responses and scalar rewards r_1..r_G (after overlong shaping):
 
@@ -14,6 +15,14 @@ positive advantage; easy prompts (p > 1 - K) get b_K = high reward, so successes
 the remaining failures a negative advantage. Every token of a response later receives its
 response's scalar advantage.
 
+The paper reads this gate as masking (section 5.3, Eqs. 6-8): start from the two-sided signal in
+which every success gets +(r_succ - r_fail)/sigma and every failure -(r_succ - r_fail)/sigma;
+QAE masks the positives on easy prompts and the negatives on hard prompts. The ablations apply
+one mask each: POS-MASK masks only the positives on easy prompts (negatives stay on every
+prompt), NEG-MASK masks only the negatives on hard prompts (positives stay on every prompt).
+
+Baselines are looked up by name in BASELINES, so a fork adds one with a single entry there.
+
 Departures and choices, numbered:
 1. Two quantile rules. "linear" is `torch.quantile`'s default (position K*(G-1), interpolating),
    which is what the authors' patch on verl runs. "right_continuous" is the paper's text,
@@ -21,24 +30,39 @@ Departures and choices, numbered:
    K in {0.2, 0.4, 0.6, 0.8}; they differ e.g. at G = 16, K = 0.5 with 8/16 correct, where
    "linear" takes the midpoint of -1 and +1 and every response gets a non-zero advantage.
 2. The authors' code silently falls back to the mean when K <= 0 or K >= 1. Here such a K is
-   an error: the mean baseline is asked for explicitly with K=None.
+   an error: the mean baseline is asked for explicitly (K=None, or baseline="mean").
 3. With shaped (non-binary) rewards the quantile interpolates between reward values and the
    clean gate holds only for unpenalised responses. That is what the reference code does; it
    is kept.
 4. A group of size 1 gets baseline 0 and std 1 (as verl), so its advantage is its reward.
+5. The masks are computed from the rewards and the verifier's verdicts `acc`, not by editing
+   QAE's advantages afterwards (a mask applied to QAE's output is a no-op or leaves the other
+   side at QAE's zero). Each response gets its own baseline, and sigma is QAE's group std:
+     - a kept response is compared with the best reward of the OTHER class: a success with
+       b_fail (the highest failure reward of its group), a failure with b_succ (the highest
+       success reward);
+     - a masked response is compared with the best reward of its OWN class.
+   With binary rewards a masked response has A = 0 and a kept one +-(r_succ - r_fail)/sigma,
+   the paper's definition; both masks together compare every response of a hard prompt with
+   b_fail and of an easy one with b_succ, which is QAE's gate exactly. With shaped rewards
+   (DAPO's overlong penalty: a success 0.7, a failure -1.3) a penalised response keeps its
+   penalty as advantage even when masked (e.g. (-1.3 - (-1)) / sigma), so every arm of the
+   ablation still pushes against overlong answers; both masks together then equal QAE wherever
+   the K-quantile lands on the group's best failure (hard) or best success (easy) reward, and
+   otherwise use those rewards where QAE interpolates. A group with no response of one class
+   takes the other class's best reward in place of the missing one.
+6. The masks' regime is the paper's p <= 1 - K on the verdicts, whatever `quantile_rule` is.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
-QUANTILE_RULES = ("linear", "right_continuous")
-
-
 # ----------------------------------------------------------------------------------------------
-# Baselines: one function per variant, each (P, G) -> (P, 1).
+# Baselines: one pure function per variant, each (P, G) -> (P, 1).
 # ----------------------------------------------------------------------------------------------
 
 
@@ -74,65 +98,24 @@ def quantile_baseline_right_continuous(reward: torch.Tensor, K: float) -> torch.
     return reward.sort(dim=1).values[:, j - 1 : j]  # (P, 1)
 
 
+QUANTILE_RULES = {"linear": quantile_baseline_linear, "right_continuous": quantile_baseline_right_continuous}
+
+# The registry compute_advantages looks baselines up in. Every entry is called as
+# fn(reward, K, quantile_rule) with reward (P, G) and returns (P, 1); an entry that needs neither
+# K nor the rule ignores them. A fork adds a baseline with one function and one entry here.
+BASELINES: dict[str, Callable[[torch.Tensor, float | None, str], torch.Tensor]] = {
+    "mean": lambda reward, K, quantile_rule: mean_baseline(reward),
+    "quantile": lambda reward, K, quantile_rule: QUANTILE_RULES[quantile_rule](reward, K),
+}
+
+
 def group_std(reward: torch.Tensor) -> torch.Tensor:
     """Unbiased (N-1) std of each group about its mean, as torch.std; also used under QAE."""
     return reward.std(dim=1, keepdim=True)  # (P, 1)
 
 
 # ----------------------------------------------------------------------------------------------
-# The advantage itself (public API: forks and external checks call exactly this signature).
-# ----------------------------------------------------------------------------------------------
-
-
-def compute_advantages(
-    rewards: torch.Tensor,
-    K: float | None = 0.4,
-    norm_by_std: bool = True,
-    eps: float = 1e-6,
-    quantile_rule: str = "linear",
-) -> torch.Tensor:
-    """Group-relative advantages A = (r - b) / (sigma + eps), shape (P, G) -> (P, G).
-
-    Args:
-        rewards: (P, G) scalar rewards, P prompts with G responses each.
-        K: quantile level of the baseline, strictly between 0 and 1 (QAE; the paper uses 0.4),
-            or None for the group mean (GRPO/DAPO).
-        norm_by_std: divide by the group std (verl `norm_adv_by_std_in_grpo`, default on).
-        eps: added to the std, as in verl (1e-6).
-        quantile_rule: "linear" (torch.quantile, the authors' code) or "right_continuous"
-            (the paper's inf{x : F(x) >= K}).
-
-    >>> r = torch.tensor([[1., -1., -1., -1.], [1., 1., 1., -1.]])
-    >>> compute_advantages(r, K=0.4)  # hard prompt: success rewarded; easy: failure penalised
-    tensor([[ 2.0000,  0.0000,  0.0000,  0.0000],
-            [ 0.0000,  0.0000,  0.0000, -2.0000]])
-    """
-    if rewards.dim() != 2:
-        raise ValueError(f"rewards must have shape (P, G), got {tuple(rewards.shape)}")
-    if quantile_rule not in QUANTILE_RULES:
-        raise ValueError(f"quantile_rule must be one of {QUANTILE_RULES}, got {quantile_rule!r}")
-    if K is not None and not 0.0 < K < 1.0:
-        raise ValueError(f"K must be strictly between 0 and 1 (or None for the mean baseline), got {K}")
-    reward = rewards.float()  # (P, G)
-    P, G = reward.shape
-    if G == 1:  # as verl: a lone response has baseline 0 and std 1
-        return reward.clone()  # (P, 1)
-
-    if K is None:
-        baseline = mean_baseline(reward)  # (P, 1)
-    elif quantile_rule == "linear":
-        baseline = quantile_baseline_linear(reward, K)  # (P, 1)
-    else:
-        baseline = quantile_baseline_right_continuous(reward, K)  # (P, 1)
-
-    adv = reward - baseline  # (P, G)
-    if norm_by_std:
-        adv = adv / (group_std(reward) + eps)  # (P, G); sigma about the mean, as the reference code
-    return adv
-
-
-# ----------------------------------------------------------------------------------------------
-# Regimes and the paper's ablations (POS-MASK / NEG-MASK).
+# Regimes and the masks of the paper's ablation (section 5.3, Eqs. 6-8).
 # ----------------------------------------------------------------------------------------------
 
 
@@ -146,22 +129,126 @@ def hard_prompts(acc: torch.Tensor, K: float) -> torch.Tensor:
     return success_rate(acc) <= 1.0 - K + 1e-9  # (P,); the 1e-9 absorbs float error in 1 - K
 
 
-def pos_mask(adv: torch.Tensor, acc: torch.Tensor, K: float) -> torch.Tensor:
-    """POS-MASK ablation: keep positive advantages only on hard prompts, negative ones everywhere.
+def class_best_rewards(reward: torch.Tensor, acc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """b_fail and b_succ: the highest failure and the highest success reward of each group,
+    (P, G) -> (P, 1) each. A group without failures (successes) uses its b_succ (b_fail).
 
-    >>> adv = torch.tensor([[1., -1.], [1., -1.]]); acc = torch.tensor([[1, 0], [1, 1]])
-    >>> pos_mask(adv, acc, K=0.4)  # prompt 2 is easy (p = 1 > 0.6): its +1 is masked
-    tensor([[ 1., -1.],
-            [ 0., -1.]])
+    >>> r = torch.tensor([[1., .7, -1.3, -1.], [1., 1., 1., 1.]])  # overlong-penalised 0.7 and -1.3
+    >>> b_fail, b_succ = class_best_rewards(r, acc=r > 0)
+    >>> b_fail.flatten().tolist(), b_succ.flatten().tolist()  # the all-success group: b_fail = b_succ
+    ([-1.0, 1.0], [1.0, 1.0])
     """
-    hard = hard_prompts(acc, K)[:, None]  # (P, 1)
-    return torch.where((adv > 0) & ~hard, torch.zeros_like(adv), adv)  # (P, G)
+    acc = acc.bool()  # (P, G)
+    b_fail = reward.masked_fill(acc, -math.inf).amax(dim=1, keepdim=True)  # (P, 1); -inf if no failure
+    b_succ = reward.masked_fill(~acc, -math.inf).amax(dim=1, keepdim=True)  # (P, 1); -inf if no success
+    has_fail, has_succ = (~acc).any(dim=1, keepdim=True), acc.any(dim=1, keepdim=True)  # (P, 1), (P, 1)
+    return torch.where(has_fail, b_fail, b_succ), torch.where(has_succ, b_succ, b_fail)  # (P, 1), (P, 1)
 
 
-def neg_mask(adv: torch.Tensor, acc: torch.Tensor, K: float) -> torch.Tensor:
-    """NEG-MASK ablation: keep negative advantages only on easy prompts, positive ones everywhere."""
-    easy = ~hard_prompts(acc, K)[:, None]  # (P, 1)
-    return torch.where((adv < 0) & ~easy, torch.zeros_like(adv), adv)  # (P, G)
+def masked_baseline(reward: torch.Tensor, acc: torch.Tensor, hard: torch.Tensor, *,
+                    mask_pos_on_easy: bool, mask_neg_on_hard: bool) -> torch.Tensor:
+    """Per-response baseline of the masked two-sided signal (module docstring, item 5).
+
+    A kept response is compared with the other class's best reward, a masked one with its own
+    class's. POS-MASK: mask_pos_on_easy only; NEG-MASK: mask_neg_on_hard only; both: QAE's gate.
+
+    reward, acc: (P, G); hard: (P, 1) bool. Returns (P, G).
+
+    >>> r = torch.tensor([[1., -1., -1., -1.], [1., 1., 1., -1.]]); hard = torch.tensor([[True], [False]])
+    >>> masked_baseline(r, r > 0, hard, mask_pos_on_easy=True, mask_neg_on_hard=True)  # = b_K
+    tensor([[-1., -1., -1., -1.],
+            [ 1.,  1.,  1.,  1.]])
+    """
+    acc = acc.bool()  # (P, G)
+    b_fail, b_succ = class_best_rewards(reward, acc)  # (P, 1), (P, 1)
+    masked = (acc & ~hard & mask_pos_on_easy) | (~acc & hard & mask_neg_on_hard)  # (P, G)
+    own = torch.where(acc, b_succ, b_fail)  # (P, G): the best reward of the response's own class
+    other = torch.where(acc, b_fail, b_succ)  # (P, G): ... of the other class
+    return torch.where(masked, own, other)  # (P, G)
+
+
+# ----------------------------------------------------------------------------------------------
+# The advantage itself (public API: forks and external checks call exactly this signature).
+# ----------------------------------------------------------------------------------------------
+
+MASKS = (None, "pos", "neg")
+
+
+def compute_advantages(
+    rewards: torch.Tensor,
+    K: float | None = 0.4,
+    norm_by_std: bool = True,
+    eps: float = 1e-6,
+    quantile_rule: str = "linear",
+    mask: str | None = None,
+    acc: torch.Tensor | None = None,
+    baseline: str | None = None,
+) -> torch.Tensor:
+    """Group-relative advantages A = (r - b) / (sigma + eps), shape (P, G) -> (P, G).
+
+    Args:
+        rewards: (P, G) scalar rewards, P prompts with G responses each.
+        K: quantile level, strictly between 0 and 1 (QAE; the paper uses 0.4), or None for the
+            group mean (GRPO/DAPO). Used only by the quantile baseline and, with a mask, to
+            split prompts into hard (p <= 1 - K) and easy.
+        norm_by_std: divide by the group std (verl `norm_adv_by_std_in_grpo`, default on).
+        eps: added to the std, as in verl (1e-6).
+        quantile_rule: "linear" (torch.quantile, the authors' code) or "right_continuous"
+            (the paper's inf{x : F(x) >= K}).
+        mask: None, "pos" (POS-MASK) or "neg" (NEG-MASK), the paper's ablations (section 5.3);
+            the mask defines each response's baseline (module docstring, item 5).
+        acc: (P, G) bool, the verifier's verdicts; needed by a mask (success/failure and p).
+        baseline: a name in BASELINES; None = "quantile" when K is given, else "mean".
+
+    >>> r = torch.tensor([[1., -1., -1., -1.], [1., 1., 1., -1.]])
+    >>> compute_advantages(r, K=0.4)  # hard prompt: success rewarded; easy: failure penalised
+    tensor([[ 2.0000,  0.0000,  0.0000,  0.0000],
+            [ 0.0000,  0.0000,  0.0000, -2.0000]])
+    >>> compute_advantages(r, K=0.4, mask="pos", acc=r > 0)  # failures penalised on the hard one too
+    tensor([[ 2.0000, -2.0000, -2.0000, -2.0000],
+            [ 0.0000,  0.0000,  0.0000, -2.0000]])
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must have shape (P, G), got {tuple(rewards.shape)}")
+    if quantile_rule not in QUANTILE_RULES:
+        raise ValueError(f"quantile_rule must be one of {list(QUANTILE_RULES)}, got {quantile_rule!r}")
+    if K is not None and not 0.0 < K < 1.0:
+        raise ValueError(f"K must be strictly between 0 and 1 (or None for the mean baseline), got {K}")
+    if baseline is None:
+        baseline = "mean" if K is None else "quantile"
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of the registered names {sorted(BASELINES)}, got {baseline!r}")
+    if baseline == "quantile" and K is None:
+        raise ValueError("baseline='quantile' needs K strictly between 0 and 1, got K=None")
+    if mask not in MASKS:
+        raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
+    if mask is not None:
+        if K is None:
+            raise ValueError(f"mask={mask!r} needs K, the level that splits hard (p <= 1 - K) from easy "
+                             "prompts; got K=None")
+        if acc is None:
+            raise ValueError(f"mask={mask!r} needs acc, the (P, G) bool verifier verdicts; got acc=None")
+        if acc.shape != rewards.shape:
+            raise ValueError(f"acc must have the shape of rewards {tuple(rewards.shape)}, got {tuple(acc.shape)}")
+        if baseline != "quantile":
+            raise ValueError(f"mask={mask!r} is an ablation of the quantile baseline and sets each response's "
+                             f"baseline itself; pass baseline=None or 'quantile', got {baseline!r}")
+    reward = rewards.float()  # (P, G)
+    P, G = reward.shape
+    if G == 1:  # as verl: a lone response has baseline 0 and std 1
+        return reward.clone()  # (P, 1)
+
+    if mask is None:
+        b = BASELINES[baseline](reward, K, quantile_rule)  # (P, 1)
+    else:  # paper section 5.3, Eqs. 6-8: POS-MASK / NEG-MASK
+        acc = acc.to(reward.device).bool()  # (P, G)
+        hard = hard_prompts(acc, K)[:, None]  # (P, 1)
+        b = masked_baseline(reward, acc, hard, mask_pos_on_easy=mask == "pos", mask_neg_on_hard=mask == "neg")  # (P, G)
+
+    adv = reward - b  # (P, G)
+    if norm_by_std:
+        adv = adv / (group_std(reward) + eps)  # (P, G); sigma about the mean, as the reference code
+    return adv
 
 
 # ----------------------------------------------------------------------------------------------
@@ -181,9 +268,10 @@ def dynamic_sampling_keep(acc: torch.Tensor) -> torch.Tensor:
 
 
 def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, regime_K: float) -> dict[str, float]:
-    """What the advantage did this step (QAE_SPEC section 2), all over the (P, G) batch:
+    """What the advantage did this step, all over the (P, G) batch:
 
-    - zero_frac:       fraction of responses with advantage exactly 0 (paper: ~80% at K = 0.4)
+    - zero_frac:       fraction of responses with advantage exactly 0 (paper, abstract: ~80% at
+                       a tuned K)
     - hard_frac:       fraction of prompts with success rate p <= 1 - regime_K
     - easy_frac:       fraction of prompts with p > 1 - regime_K
     - zero_var_frac:   fraction of groups whose rewards are all equal (no signal under any baseline)
@@ -201,11 +289,48 @@ def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, 
     }
 
 
+# ----------------------------------------------------------------------------------------------
+# Entropy diagnostics over response tokens, as sums that add up across ranks.
+# ----------------------------------------------------------------------------------------------
+
+SIGNS = ("pos", "neg", "zero")
+
+
+def entropy_sums_by_sign(entropy: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    """Policy entropy split by the sign of the token's advantage (paper Figs. 4a and 5b), as sums.
+
+    entropy, adv: (N,) over response tokens (adv repeated per token of its response) -> (3, 2):
+    rows A > 0 / A < 0 / A = 0 (SIGNS), columns sum of entropy, token count. Sum the result over
+    ranks, then `entropy_by_sign`.
+
+    >>> entropy_sums_by_sign(torch.tensor([1., 3., 2., 4.]), torch.tensor([2., 2., -1., 0.]))
+    tensor([[4., 2.],
+            [2., 1.],
+            [4., 1.]], dtype=torch.float64)
+    """
+    h = entropy.double()  # (N,)
+    rows = [adv > 0, adv < 0, adv == 0]  # (N,) bool each
+    return torch.stack([torch.stack([h[m].sum(), m.sum().double()]) for m in rows])  # (3, 2)
+
+
+def entropy_by_sign(sums: torch.Tensor) -> dict[str, float]:
+    """Mean entropy of positive-, negative- and zero-advantage tokens from `entropy_sums_by_sign`
+    (summed over ranks); nan for a sign with no tokens.
+
+    >>> entropy_by_sign(torch.tensor([[4., 2.], [2., 1.], [0., 0.]], dtype=torch.float64))
+    {'pos': 2.0, 'neg': 2.0, 'zero': nan}
+    """
+    means = sums[:, 0] / sums[:, 1]  # (3,); 0/0 = nan for an empty sign
+    return {sign: means[i].item() for i, sign in enumerate(SIGNS)}
+
+
 def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float]:
-    """The paper's entropy diagnostic (QAE_SPEC section 6; Cui et al. 2025): to first order a
-    policy-gradient step changes entropy by -lr * Cov(logp, A), the covariance over sampled
-    tokens of their log-probability and advantage. Split into the parts contributed by positive-
-    and negative-advantage tokens (zero-advantage tokens add (logp - mean) * (0 - mean A) / N).
+    """The covariance form of the entropy dynamics of Cui et al. 2025 (arXiv 2505.22617), which
+    the paper's section 4 builds on (it is not one of the paper's plotted metrics): to first
+    order a policy-gradient step changes entropy by -lr * Cov(logp, A), the covariance over
+    sampled tokens of their log-probability and advantage. Split into the parts contributed by
+    positive- and negative-advantage tokens (zero-advantage tokens add
+    (logp - mean) * (0 - mean A) / N).
 
     logp, adv: (N,) over response tokens (adv repeated per token of its response).
 

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from policy import hf_model
+
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.pt"
 
@@ -76,7 +78,7 @@ def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, schedu
     """Write checkpoint `step` atomically and keep only the newest `keep_last`. Call on every rank."""
     root = Path(output_dir) / CHECKPOINTS
     final, tmp = root / f"step_{step:06d}", root / f".tmp-step_{step:06d}"
-    state_dict = accelerator.get_state_dict(model)  # consolidated full weights (a collective under ZeRO-3)
+    state_dict = accelerator.get_state_dict(model)  # consolidated full weights on rank 0 (a collective under ZeRO-3)
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -87,7 +89,8 @@ def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, schedu
     torch.save(mine, rank_file(tmp, accelerator.process_index))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        accelerator.unwrap_model(model).save_pretrained(tmp / "model", state_dict=state_dict, safe_serialization=True)
+        state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}  # policy.Policy holds the HF model as .model
+        hf_model(model).save_pretrained(tmp / "model", state_dict=state_dict, safe_serialization=True)
         tokenizer.save_pretrained(tmp / "model")
         state = {"step": step, "scheduler": scheduler.state_dict(), "world_size": accelerator.num_processes, **extra}
         if not sharded_optimizer(accelerator):

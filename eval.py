@@ -71,6 +71,7 @@ import reward
 import rollout
 from config import ConfigError
 from data import DataError
+from policy import load_policy, load_tokenizer
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BENCHMARKS = {  # name -> file in data/ (sources and answer formats: data/README.md)
@@ -247,14 +248,16 @@ def merge_shards(records: list[dict], num: int) -> list[dict]:
 
 @contextlib.contextmanager
 def sampling_settings(engine, temperature: float, top_p: float, max_tokens: int | None):
-    """Evaluation's sampling settings in engine.cfg for the duration, the old ones after (choice 8)."""
-    saved = engine.cfg
+    """Evaluation's sampling settings in engine.cfg for the duration, the old ones after (choice 8).
+    The HF engine also stops reporting the policy's log-probs (nothing reads them here)."""
+    saved, report = engine.cfg, getattr(engine, "report_policy_logp", False)
     engine.cfg = dataclasses.replace(saved, temperature=temperature, top_p=top_p,
                                      max_response_len=max_tokens or saved.max_response_len)
+    engine.report_policy_logp = False
     try:
         yield engine.cfg
     finally:
-        engine.cfg = saved
+        engine.cfg, engine.report_policy_logp = saved, report
 
 
 def sample_shard(engine, tokenizer, problems: list[Problem], indices: list[int], real: int, n: int, seed: int,
@@ -278,22 +281,22 @@ def sample_shard(engine, tokenizer, problems: list[Problem], indices: list[int],
     return records
 
 
-def score_records(records: list[dict], timeout_s: float = 2.0, workers: int | None = None) -> list[dict]:
-    """Records with the verifier's extracted answer, verdict and timeout flag."""
+def score_records(records: list[dict], timeout_s: float = 2.0, workers: int | None = None, mode: str = "verify") -> list[dict]:
+    """Records with the verifier's extracted answer, verdict and timeout flag (reward.py, `reward.mode`)."""
     results = reward.score_batch([r["response"] for r in records], [r["answer"] for r in records],
-                                 timeout_s=timeout_s, workers=workers)
+                                 timeout_s=timeout_s, workers=workers, mode=mode)
     return [{**r, "pred": res.pred, "acc": res.acc, "timeout": res.timeout} for r, res in zip(records, results)]
 
 
 def run_benchmark(engine, tokenizer, problems: list[Problem], n: int, seed: int, temperature: float, top_p: float,
                   max_tokens: int | None, batch_size: int = 64, accelerator=None, timeout_s: float = 2.0,
-                  workers: int | None = None, desc: str = "eval") -> list[dict]:
+                  workers: int | None = None, desc: str = "eval", mode: str = "verify") -> list[dict]:
     """Sample and score this rank's share of the problems; every rank returns all records, in order."""
     rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
     indices, real = shard(len(problems), rank, world)
     with sampling_settings(engine, temperature, top_p, max_tokens):
         records = sample_shard(engine, tokenizer, problems, indices, real, n, seed, batch_size, desc, progress=rank == 0)
-    records = score_records(records, timeout_s, workers)
+    records = score_records(records, timeout_s, workers, mode)
     if world > 1:
         from accelerate.utils import gather_object
 
@@ -303,14 +306,34 @@ def run_benchmark(engine, tokenizer, problems: list[Problem], n: int, seed: int,
 
 def evaluate(engine, tokenizer, problems: list[Problem], n: int, seed: int, temperature: float = 0.7,
              top_p: float = 1.0, max_tokens: int | None = None, ks: list[int] | None = None, batch_size: int = 64,
-             accelerator=None, timeout_s: float = 2.0, workers: int | None = None) -> dict[str, float]:
+             accelerator=None, timeout_s: float = 2.0, workers: int | None = None, mode: str = "verify") -> dict[str, float]:
     """pass@k, mean length, truncation and the sampling settings of one benchmark, with a built
-    rollout engine (HFRollout or VLLMRollout; max_tokens None = the engine's max_response_len)."""
+    rollout engine whose weights are synced (max_tokens None = the engine's max_response_len)."""
     records = run_benchmark(engine, tokenizer, problems, n, seed, temperature, top_p, max_tokens, batch_size,
-                            accelerator, timeout_s, workers)
+                            accelerator, timeout_s, workers, mode=mode)
     metrics, _ = summarize(records, ks)
     return metrics | {"temperature": temperature, "top_p": top_p, "top_k": engine.cfg.top_k,
                       "max_tokens": max_tokens or engine.cfg.max_response_len}
+
+
+def load_eval_sets(cfg: config.Config, tokenizer) -> dict[str, list[Problem]]:
+    """Periodic evaluation's problems (the config's `eval` section) by benchmark name; empty when eval.every = 0."""
+    if not cfg.eval.every:
+        return {}
+    names = [b.strip() for b in cfg.eval.benchmarks.split(",") if b.strip()]
+    return {Path(b).stem: load_benchmark(b, cfg.data, tokenizer, limit=cfg.eval.limit) for b in names}
+
+
+def periodic_eval(cfg: config.Config, accelerator, engine, tokenizer, eval_sets: dict) -> dict[str, float]:
+    """pass@k and mean length on each benchmark as `eval/<name>/<metric>`, sampled from the weights the
+    engine holds (train.py syncs them first)."""
+    e, metrics = cfg.eval, {}
+    for name, problems in eval_sets.items():
+        result = evaluate(engine, tokenizer, problems, n=e.n, seed=cfg.trainer.seed, temperature=e.temperature, top_p=e.top_p,
+                          max_tokens=e.max_tokens, accelerator=accelerator, timeout_s=cfg.reward.timeout_s,
+                          workers=cfg.reward.workers, mode=cfg.reward.mode)
+        metrics |= {f"eval/{name}/{k}": v for k, v in result.items() if k.startswith("pass@") or k == "len_mean"}
+    return metrics
 
 
 # ----------------------------------------------------------------------------------------------
@@ -417,6 +440,7 @@ def check_args(args: argparse.Namespace, cfg: config.Config) -> dict:
         "top_k": cfg.rollout.top_k,
         "max_tokens": args.max_tokens or cfg.rollout.max_response_len,
         "seed": args.seed,
+        "reward_mode": cfg.reward.mode,
     }
     checks = [  # (flag, value, valid, what it must be)
         ("--n", args.n, args.n >= 1, ">= 1"),
@@ -449,7 +473,7 @@ def rescore(args: argparse.Namespace) -> None:
         records.setdefault(row.pop("benchmark"), []).append(row)
     benchmarks = {}
     for name, rows in records.items():  # in (problem, sample) order, as written
-        records[name] = score_records(rows)
+        records[name] = score_records(rows, mode=settings[name].get("reward_mode", "verify"))
         benchmarks[name] = benchmark_result(records[name], args.k, settings[name])
     models = sorted({s["model"] for s in settings.values()})
     results = {"model": ", ".join(models), "rescored_from": str(path), "benchmarks": benchmarks}
@@ -467,8 +491,6 @@ def main(argv=None) -> None:
         settings = check_args(args, cfg)
         rows = {name: read_benchmark(name, args.problem_key, args.answer_key, args.id_key, args.split, args.limit)
                 for name in args.benchmarks}
-        from train import load_policy, load_tokenizer
-
         tokenizer = load_tokenizer(settings["model"])
         problems = {name: tokenize_problems(r, cfg.data, tokenizer) for name, r in rows.items()}
     except (EvalError, ConfigError, DataError, OSError) as e:
@@ -480,14 +502,15 @@ def main(argv=None) -> None:
     model = load_policy(dataclasses.replace(cfg.model, gradient_checkpointing=False), settings["model"])
     if cfg.rollout.backend == "hf":  # vLLM holds its own copy on the accelerator; this one is only copied in
         model.to(accelerator.device)
-    engine = rollout.make_rollout(cfg.rollout, model, tokenizer)
-    engine.sync_weights(model)  # vLLM frees its weights until the first sync (rollout.py choice 5)
+    longest_prompt = max(len(p.prompt_ids) for probs in problems.values() for p in probs)
+    engine = rollout.make_rollout(cfg.rollout, model, tokenizer, longest_prompt + settings["max_tokens"])
+    engine.sync_weights(model)  # vLLM frees its weights until the first sync (rollout_vllm.py choice 2)
 
     records, benchmarks = {}, {}
     for name, probs in problems.items():
         records[name] = run_benchmark(engine, tokenizer, probs, args.n, args.seed, settings["temperature"],
                                       settings["top_p"], settings["max_tokens"], args.batch_size, accelerator,
-                                      cfg.reward.timeout_s, cfg.reward.workers, desc=name)
+                                      cfg.reward.timeout_s, cfg.reward.workers, desc=name, mode=cfg.reward.mode)
         benchmarks[name] = benchmark_result(records[name], args.k, settings)
     if accelerator.is_main_process:
         results = {"model": settings["model"], "backend": cfg.rollout.backend, "prompt_template": cfg.data.prompt_template,

@@ -17,6 +17,21 @@ import torch
 
 import advantage
 
+# What the loss reports (loss.policy_loss's metrics, and "policy", the loss itself): summed over
+# micro-batches and ranks by train.accumulate_gradients, then divided by the named sum ("num_tokens":
+# tokens in gradient passes; "mini_tokens": every response token of the mini-batches; "updates":
+# optimizer steps), or kept as the smallest / largest value. A new loss metric is one entry here.
+LOSS_METRICS = {
+    "loss/policy": ("updates", "clip-higher policy loss, mean over the step's optimizer steps"),
+    "loss/clip_frac_high": ("mini_tokens", "fraction of mini-batch tokens with A > 0 and ratio > 1 + eps_high (gradient clipped)"),
+    "loss/clip_frac_low": ("mini_tokens", "fraction of mini-batch tokens with A < 0 and ratio < 1 - eps_low"),
+    "loss/clip_frac_dual": ("mini_tokens", "fraction of mini-batch tokens with A < 0 and ratio > clip_c (dual clip)"),
+    "loss/ratio_mean": ("num_tokens", "mean importance ratio over tokens in gradient passes"),
+    "loss/ratio_min": ("min", "smallest importance ratio"),
+    "loss/ratio_max": ("max", "largest importance ratio"),
+    "loss/approx_kl": ("num_tokens", "mean (ratio - 1) - log ratio over tokens in gradient passes (k3 estimate of KL)"),
+}
+
 METRICS = {
     "step": "training step (rollout batches done)",
     "reward/mean": "mean shaped reward (score + overlong penalty) over all responses generated this step",
@@ -26,26 +41,23 @@ METRICS = {
     "response/len_max": "longest response in tokens",
     "response/truncated_frac": "fraction of responses cut at rollout.max_response_len without EOS",
     "policy/entropy": "mean per-token entropy of the policy over the training batch's response tokens (no-grad pass)",
+    "policy/entropy_pos": "mean per-token entropy over responses with A > 0 (paper Figs. 4a, 5b)",
+    "policy/entropy_neg": "mean per-token entropy over responses with A < 0",
+    "policy/entropy_zero": "mean per-token entropy over responses with A = 0",
     "adv/zero_frac": "fraction of training responses with advantage exactly 0 (paper: ~80% at K = 0.4)",
-    "adv/hard_frac": "fraction of training prompts with success rate p <= 1 - K (quantile baseline = low reward)",
-    "adv/easy_frac": "fraction of training prompts with p > 1 - K (quantile baseline = high reward)",
+    "adv/hard_frac": "fraction of training prompts with success rate p <= 1 - regime_K (quantile baseline = low reward)",
+    "adv/easy_frac": "fraction of training prompts with p > 1 - regime_K (quantile baseline = high reward)",
     "adv/zero_var_frac": "fraction of training groups whose rewards are all equal",
     "adv/mean": "mean advantage over training responses",
     "adv/min": "smallest advantage",
     "adv/max": "largest advantage",
     "sampling/gen_batches": "generation batches dynamic sampling needed to fill the training batch",
     "sampling/kept_frac": "fraction of generated prompt groups kept by dynamic sampling",
-    "entropy_cov/total": "Cov_tokens(logp, A): first-order entropy change is -lr * this (Cui et al. 2025)",
+    "sampling/gen_prompts": "prompts generated this step, all ranks (trainer.adaptive_gen_batch sizes the batches from the keep rate)",
+    "entropy_cov/total": "Cov_tokens(logp, A) (Cui et al. 2025): the first-order entropy change of a policy-gradient step is -lr * this",
     "entropy_cov/pos": "part of entropy_cov/total from positive-advantage tokens (lowers entropy when > 0)",
     "entropy_cov/neg": "part of entropy_cov/total from negative-advantage tokens",
-    "loss/policy": "clip-higher policy loss, mean over the step's optimizer steps",
-    "loss/clip_frac_high": "fraction of mini-batch tokens with A > 0 and ratio > 1 + eps_high (gradient clipped)",
-    "loss/clip_frac_low": "fraction of mini-batch tokens with A < 0 and ratio < 1 - eps_low",
-    "loss/clip_frac_dual": "fraction of mini-batch tokens with A < 0 and ratio > clip_c (dual clip)",
-    "loss/ratio_mean": "mean importance ratio over tokens in gradient passes",
-    "loss/ratio_min": "smallest importance ratio",
-    "loss/ratio_max": "largest importance ratio",
-    "loss/approx_kl": "mean (ratio - 1) - log ratio over tokens in gradient passes (k3 estimate of KL)",
+    **{name: doc for name, (_, doc) in LOSS_METRICS.items()},
     "optim/grad_norm": "global gradient norm before clipping, mean over the step's optimizer steps",
     "optim/lr": "learning rate after the step",
     "optim/skipped": "optimizer steps skipped because the loss or gradient was not finite",
@@ -53,7 +65,10 @@ METRICS = {
     "perf/peak_mem_gb": "peak CUDA memory allocated by rank 0, or its peak resident memory on a CPU, GB",
     "rollout/logp_diff_mean": "mean over response tokens of |logp_trainer - logp_rollout| (vLLM only; stale weights show here)",
     "rollout/logp_diff_max": "largest |logp_trainer - logp_rollout| over response tokens (vLLM only)",
-    "perf/micro_batches": "forward-backward passes in the update (after skipping zero-advantage responses)",
+    "rollout/weight_syncs": "copies of the policy's weights into the sampler this step (vLLM: 1, +1 for the final evaluation; hf: 0)",
+    "perf/micro_batches": "forward-backward passes in the update (after skipping zero-advantage responses), all ranks",
+    "perf/filler_passes": "zero-weighted passes (old log-probs and update, all ranks) run so every rank makes as many as the busiest (ZeRO-3's collectives)",
+    "perf/old_pass_frac": "fraction of the batch's responses in the no-grad old-log-prob pass (train.py choice 10; 1.0 without reuse)",
     "perf/pad_frac": "fraction of padded token slots in the update's micro-batches",
     "perf/gen_tokens_per_s": "response tokens generated per second of rollout",
     "perf/train_tokens_per_s": "tokens (prompt + response) through gradient passes per second of update",
@@ -64,6 +79,7 @@ METRICS = {
     "time/update": "seconds in gradient passes and optimizer steps",
     "time/step": "seconds for the whole step",
     "time/eval": "seconds in periodic evaluation (steps where it ran)",
+    "eval/trained_steps": "training steps behind the evaluated policy: step - 1 (evaluated on the weights that sample the step), or the last step",
     "eval/<benchmark>/pass@<k>": "periodic evaluation (eval.every): unbiased pass@k over eval.n samples per problem",
     "eval/<benchmark>/len_mean": "periodic evaluation: mean response length in tokens",
 }
@@ -86,23 +102,36 @@ def documented(name: str) -> bool:
 # ----------------------------------------------------------------------------------------------
 
 
+def loss_metrics(upd: list[dict], updates: int) -> dict:
+    """LOSS_METRICS from every rank's and mini-batch's sums (train.accumulate_gradients)."""
+    total = lambda key: sum(u.get(key, 0.0) for u in upd)  # noqa: E731
+    out = {}
+    for name, (per, _) in LOSS_METRICS.items():
+        values = [u[name[5:]] for u in upd if name[5:] in u]  # name without "loss/"
+        if per in ("min", "max"):
+            out[name] = (min if per == "min" else max)(values, default=1.0)
+        else:
+            out[name] = sum(values) / max(updates if per == "updates" else total(per), 1)
+    return out
+
+
 def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[float], skipped: int, lr: float,
                  regime_K: float, step_time: float) -> dict:
     """The logged metrics (METRICS) from each rank's raw sums; the same on every rank.
 
     Each entry of `ranks` is one rank's dict (train.py step 7): "seen" (every generated
     response's reward, acc, len, truncated, plus timeouts / groups / kept counts), "reward",
-    "acc", "adv" (its (P, G) training share), "logp" (old_logprobs' sums), "upd" (one
-    accumulate_gradients dict per mini-batch), "times" (seconds per phase) and "cov"
-    (advantage.covariance_sums of its tokens).
+    "acc", "adv" (its (P, G) training share), "logp" (old_logprobs' sums: entropy, entropy by
+    advantage sign, covariance sums, sampler gap), "upd" (one accumulate_gradients dict per
+    mini-batch) and "times" (seconds per phase).
     """
     seen = {k: [x for r in ranks for x in r["seen"][k]] for k in ("reward", "acc", "len", "truncated")}
     total = lambda key: sum(r["seen"][key] for r in ranks)  # noqa: E731
     reward, acc, adv = (torch.cat([r[k] for r in ranks]) for k in ("reward", "acc", "adv"))  # (P, G) over all ranks
     upd = [u for r in ranks for u in r["upd"]]  # per rank and mini-batch
-    lp = {k: sum(r["logp"].get(k, 0.0) for r in ranks) for k in ("ent_sum", "tokens", "gap_sum")}
+    lp = {k: sum(r["logp"][k] for r in ranks) for k in ("ent_sum", "tokens", "ent_by_sign", "cov")}
     times = {k: max(r["times"][k] for r in ranks) for k in ranks[0]["times"]}  # the slowest rank paces the step
-    u = {k: sum(x[k] for x in upd) for k in upd[0] if k not in ("ratio_min", "ratio_max")}
+    u = {k: sum(x[k] for x in upd) for k in ("micro_batches", "fillers", "seq_tokens", "slots")}
     lens = torch.tensor(seen["len"], dtype=torch.float32)
     metrics = {
         "step": step,
@@ -113,20 +142,20 @@ def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[flo
         "response/len_max": lens.max().item(),
         "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
         "policy/entropy": lp["ent_sum"] / max(lp["tokens"], 1),
+        **{f"policy/entropy_{k}": v for k, v in advantage.entropy_by_sign(lp["ent_by_sign"]).items()},
         **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv, reward, acc, regime_K).items()},
         "sampling/gen_batches": gen_batches,
         "sampling/kept_frac": total("kept") / total("groups"),
-        **{f"entropy_cov/{k}": v for k, v in advantage.entropy_covariance_from_sums(sum(r["cov"] for r in ranks)).items()},
-        "loss/policy": u["loss"] / len(norms),  # each rank's loss is its part of the global one
-        **{f"loss/{k}": u[k] / max(u["mini_tokens"], 1) for k in ("clip_frac_high", "clip_frac_low", "clip_frac_dual")},
-        **{f"loss/{k}": u[k] / max(u["tokens"], 1) for k in ("ratio_mean", "approx_kl")},  # over tokens in gradient passes
-        "loss/ratio_min": min((x["ratio_min"] for x in upd if x["tokens"]), default=1.0),
-        "loss/ratio_max": max((x["ratio_max"] for x in upd if x["tokens"]), default=1.0),
+        "sampling/gen_prompts": sum(ranks[0]["seen"]["sizes"]),
+        **{f"entropy_cov/{k}": v for k, v in advantage.entropy_covariance_from_sums(lp["cov"]).items()},
+        **loss_metrics(upd, len(norms)),
         "optim/grad_norm": sum(norms) / len(norms),
         "optim/lr": lr,
         "optim/skipped": skipped,
         "optim/updates": len(norms) - skipped,
         "perf/micro_batches": u["micro_batches"],
+        "perf/filler_passes": u["fillers"] + sum(r["logp"]["fillers"] for r in ranks),
+        "perf/old_pass_frac": sum(r["logp"]["old_pass"] for r in ranks) / reward.numel(),
         "perf/pad_frac": 1 - u["seq_tokens"] / u["slots"] if u["slots"] else 0.0,
         "perf/gen_tokens_per_s": lens.sum().item() / max(times["rollout"], 1e-9),
         "perf/train_tokens_per_s": u["seq_tokens"] / max(times["update"], 1e-9),
@@ -135,7 +164,7 @@ def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[flo
         "perf/peak_mem_gb": peak_memory_gb(),
     }
     if "gap_max" in ranks[0]["logp"]:
-        metrics["rollout/logp_diff_mean"] = lp["gap_sum"] / max(lp["tokens"], 1)
+        metrics["rollout/logp_diff_mean"] = sum(r["logp"]["gap_sum"] for r in ranks) / max(lp["tokens"], 1)
         metrics["rollout/logp_diff_max"] = max(r["logp"]["gap_max"] for r in ranks)
     return metrics
 

@@ -1,32 +1,38 @@
 """Token log-probabilities, entropy, and DAPO's clip-higher policy loss.
 
 For response i, token t, with rho = exp(logp - old_logp) and the response's scalar advantage A_i
-(QAE_SPEC section 4; DAPO eq. 8):
+(DAPO, arXiv 2503.14476, eq. 8; the QAE paper, arXiv 2509.22611, section 2, keeps it):
 
-    L = - 1/(sum_i |o_i|) * sum_i sum_t min( rho*A_i, clip(rho, 1 - eps_low, 1 + eps_high)*A_i )
+    L = - sum_i w_i * sum_t min( rho*A_i, clip(rho, 1 - eps_low, 1 + eps_high)*A_i )
 
 with eps_low = 0.2, eps_high = 0.28 ("clip-higher") and, for A_i < 0, the dual clip that bounds
-the term by c*A_i (c = 10, verl `clip_ratio_c`). Log-probabilities are taken under the sampling
-temperature T: logits / T before the log-softmax.
+the term by c*A_i (c = 10, verl `clip_ratio_c`). The normaliser w_i is a stated choice
+(`algorithm.loss_agg`, the AGGREGATIONS below): the paper's equation divides by the token count
+Z_g of the prompt's group (group-token-mean); verl's token-mean divides by all tokens of the
+mini-batch. Log-probabilities are taken under the sampling temperature T: logits / T before the
+log-softmax.
 
 Departures and choices, numbered:
 1. No KL term and no entropy bonus (paper: "exclude both KL divergence and entropy losses").
    Entropy is computed for logging only.
-2. Token-mean divides by a token count the CALLER passes: the trainer passes the number of
-   response tokens in the whole mini-batch, summed over micro-batches and data-parallel ranks,
-   so every token weighs the same. verl normalises per micro-batch and rescales; the global
-   count is the DAPO-faithful choice. Zero-advantage responses count in it.
-3. seq-mean-token-mean and seq-mean-token-sum are offered as alternatives; their denominator
-   is the caller's (global) number of sequences.
+2. The normaliser's counts are the whole mini-batch's, over micro-batches and data-parallel
+   ranks (the caller sums them), so every token weighs the same wherever it is processed;
+   zero-advantage responses count in them. verl at the time of the paper normalised per
+   micro-batch and rescaled by micro/mini-batch size instead.
+3. The configs use token-mean (configs/qwen3_8b_qae.yaml says why); group-token-mean,
+   seq-mean-token-mean and seq-mean-token-sum are offered beside it, each with its source.
 4. log(rho) is clamped to [-20, 20] before exp, as verl, so one stale token cannot make inf.
 5. Memory: Qwen's vocabulary is V = 151,936, so a (B, T, V) fp32 tensor for a whole batch is
    never built. Log-probabilities and entropy are computed over chunks of tokens, each chunk
    upcast to fp32 on its own and, when gradients are needed, recomputed in backward
    (activation checkpointing), so autograd keeps only the chunk inputs.
+6. The number of chunks can be fixed by the caller (`num_chunks`): under ZeRO-3 each lm_head
+   call is a collective, so every rank must make the same number (policy.py choice 2).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -66,17 +72,28 @@ def _chunk_logprob_entropy(logits: torch.Tensor, targets: torch.Tensor, temperat
     return logp, entropy
 
 
-def _chunked(fn: Callable, rows: torch.Tensor, targets: torch.Tensor, chunk_tokens: int):
+def _chunked(fn: Callable, rows: torch.Tensor, targets: torch.Tensor, chunk_tokens: int, num_chunks: int | None = None):
     """Apply fn(rows_chunk, targets_chunk) -> (logp, entropy) over chunks of the first dim,
-    checkpointing each chunk when autograd is recording, and concatenate."""
+    checkpointing each chunk when autograd is recording, and concatenate.
+
+    With `num_chunks`, fn runs exactly that many times (departure 6): the N rows are padded with
+    zero rows to a multiple of num_chunks, and the padded rows' outputs are dropped.
+    """
+    N = rows.shape[0]
+    num_chunks = num_chunks or max(1, -(-N // chunk_tokens))
+    size = -(-N // num_chunks)  # rows per chunk
+    pad = size * num_chunks - N
+    if pad:
+        rows = torch.cat([rows, rows.new_zeros(pad, *rows.shape[1:])])
+        targets = torch.cat([targets, targets.new_zeros(pad)])
     use_ckpt = torch.is_grad_enabled() and rows.requires_grad
     logps, entropies = [], []
-    for start in range(0, rows.shape[0], chunk_tokens):
-        r, t = rows[start : start + chunk_tokens], targets[start : start + chunk_tokens]
+    for start in range(0, size * num_chunks, size):
+        r, t = rows[start : start + size], targets[start : start + size]
         logp, entropy = checkpoint(fn, r, t, use_reentrant=False) if use_ckpt else fn(r, t)
         logps.append(logp)
         entropies.append(entropy)
-    return torch.cat(logps), torch.cat(entropies)
+    return torch.cat(logps)[:N], torch.cat(entropies)[:N]
 
 
 def token_logprobs(
@@ -100,18 +117,20 @@ def token_logprobs_from_hidden(
     targets: torch.Tensor,
     temperature: float = 1.0,
     chunk_tokens: int | None = None,
+    num_chunks: int | None = None,
 ):
     """Same as `token_logprobs`, but from the last hidden states: the output projection runs one
-    chunk at a time, so not even the model-dtype (B, T, V) logits exist.
+    chunk at a time, so not even the model-dtype (B, T, V) logits exist. `num_chunks` fixes how
+    many times lm_head is called (departure 6), else chunks hold at most `chunk_tokens` rows.
 
     hidden (B, T, H), lm_head maps (N, H) -> (N, V), targets (B, T) -> logp (B, T), entropy (B, T).
     """
     B, T, H = hidden.shape
-    if chunk_tokens is None:  # nn.Linear knows V even when ZeRO-3 has partitioned its weight
+    if chunk_tokens is None and num_chunks is None:  # nn.Linear knows V even when ZeRO-3 has partitioned its weight
         V = getattr(lm_head, "out_features", None) or lm_head(hidden[:1, :1].reshape(1, H)).shape[-1]
         chunk_tokens = max(1, CHUNK_ELEMENTS // V)
     fn = lambda h, t: _chunk_logprob_entropy(lm_head(h), t, temperature)  # noqa: E731
-    logp, entropy = _chunked(fn, hidden.reshape(B * T, H), targets.reshape(B * T), chunk_tokens)
+    logp, entropy = _chunked(fn, hidden.reshape(B * T, H), targets.reshape(B * T), chunk_tokens or 1, num_chunks)
     return logp.view(B, T), entropy.view(B, T)
 
 
@@ -148,27 +167,68 @@ def clip_higher_token_loss(
 
 
 # ----------------------------------------------------------------------------------------------
-# Aggregations: (B, T) token losses -> scalar. `denom` is the caller's global count.
+# Loss normalisers (`algorithm.loss_agg`). The mini-batch loss is sum_i w_i * sum_t loss_it over
+# its responses i; each variant is one function giving the per-response weights w_i from the
+# response lengths |o_i|, the token count of each response's prompt group, and the mini-batch's
+# counts summed over micro-batches and ranks (so every rank weighs its tokens alike).
 # ----------------------------------------------------------------------------------------------
 
 
-def token_mean(loss: torch.Tensor, mask: torch.Tensor, denom: float | torch.Tensor) -> torch.Tensor:
-    """DAPO token-level mean: sum of masked token losses / denom (the global token count)."""
-    return (loss * mask).sum() / denom
+@dataclass
+class MiniBatchCounts:
+    """What a mini-batch holds, over every micro-batch and rank (zero-advantage responses included)."""
+
+    tokens: float  # response tokens
+    sequences: float  # responses
+    groups: float  # prompt groups
 
 
-def seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, denom: float | torch.Tensor) -> torch.Tensor:
-    """GRPO's original: mean over each response's tokens, summed over responses / denom (sequences)."""
-    per_seq = (loss * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (B,)
-    return per_seq.sum() / denom
+def token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts: MiniBatchCounts) -> torch.Tensor:
+    """w_i = 1 / (tokens in the mini-batch): every token weighs the same. verl's token-mean with a
+    global token count (newer verl; at the time of the paper verl averaged per micro-batch and
+    rescaled by micro/mini-batch size, which weighs tokens unequally when micro-batches differ).
+
+    >>> token_mean_weights(torch.tensor([2., 4., 3.]), torch.tensor([6., 6., 3.]), MiniBatchCounts(9, 3, 2))
+    tensor([0.1111, 0.1111, 0.1111])
+    """
+    return torch.full_like(lengths, 1.0 / counts.tokens)  # (B,)
 
 
-def seq_mean_token_sum(loss: torch.Tensor, mask: torch.Tensor, denom: float | torch.Tensor) -> torch.Tensor:
-    """Dr. GRPO style: sum over each response's tokens, summed over responses / denom (sequences)."""
-    return (loss * mask).sum() / denom
+def group_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts: MiniBatchCounts) -> torch.Tensor:
+    """w_i = 1 / (groups in the mini-batch * tokens of i's group): the paper's equation (copied from
+    DAPO's): Z = the total token count of the prompt's group of G responses, inside the mean over
+    prompts. A token of a group of short responses weighs more than one of a group of long ones.
+
+    >>> group_token_mean_weights(torch.tensor([2., 4., 3.]), torch.tensor([6., 6., 3.]), MiniBatchCounts(9, 3, 2))
+    tensor([0.0833, 0.0833, 0.1667])
+    """
+    return 1.0 / (counts.groups * group_tokens)  # (B,)
 
 
-AGGREGATIONS = {"token-mean": token_mean, "seq-mean-token-mean": seq_mean_token_mean, "seq-mean-token-sum": seq_mean_token_sum}
+def seq_mean_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts: MiniBatchCounts) -> torch.Tensor:
+    """w_i = 1 / (responses * |o_i|): GRPO's original mean over each response's tokens, then over responses.
+
+    >>> seq_mean_token_mean_weights(torch.tensor([2., 4., 3.]), torch.tensor([6., 6., 3.]), MiniBatchCounts(9, 3, 2))
+    tensor([0.1667, 0.0833, 0.1111])
+    """
+    return 1.0 / (counts.sequences * lengths.clamp(min=1))  # (B,)
+
+
+def seq_mean_token_sum_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts: MiniBatchCounts) -> torch.Tensor:
+    """w_i = 1 / responses: each response's token sum, averaged over responses (Dr. GRPO style).
+
+    >>> seq_mean_token_sum_weights(torch.tensor([2., 4., 3.]), torch.tensor([6., 6., 3.]), MiniBatchCounts(9, 3, 2))
+    tensor([0.3333, 0.3333, 0.3333])
+    """
+    return torch.full_like(lengths, 1.0 / counts.sequences)  # (B,)
+
+
+AGGREGATIONS = {
+    "token-mean": token_mean_weights,
+    "group-token-mean": group_token_mean_weights,
+    "seq-mean-token-mean": seq_mean_token_mean_weights,
+    "seq-mean-token-sum": seq_mean_token_sum_weights,
+}
 
 
 def policy_loss(
@@ -176,8 +236,7 @@ def policy_loss(
     old_logp: torch.Tensor,
     adv: torch.Tensor,
     mask: torch.Tensor,
-    denom: float | torch.Tensor,
-    aggregate: Callable = token_mean,
+    weight: torch.Tensor,
     eps_low: float = 0.2,
     eps_high: float = 0.28,
     clip_c: float = 10.0,
@@ -185,37 +244,38 @@ def policy_loss(
 ):
     """The DAPO policy loss of one micro-batch and what it did.
 
-    logp, old_logp, mask (B, T); adv (B,) or (B, T); denom: the global token count for
-    token-mean, the global sequence count for the seq-mean variants; is_weight (B, T), optional:
-    a constant per-token weight on the loss (truncated importance sampling, `tis_weights`).
+    logp, old_logp, mask (B, T); adv (B,) or (B, T); weight (B,): each response's normaliser
+    weight from AGGREGATIONS; is_weight (B, T), optional: a constant per-token weight on the loss
+    (truncated importance sampling, `tis_weights`). Loss = sum_i weight_i sum_t mask * loss_it.
 
-    Returns (loss, metrics); metrics are detached 0-d tensors over this micro-batch's tokens:
-      clip_frac_high:  A > 0 and rho > 1 + eps_high (the clip-higher bound stopped the gradient)
-      clip_frac_low:   A < 0 and rho < 1 - eps_low
-      clip_frac_dual:  A < 0 and rho > c (dual clip)
-      ratio_mean/min/max: rho over tokens
-      approx_kl:       mean of (rho - 1) - log(rho), the k3 estimator of KL(old || new)
-      num_tokens:      tokens in this micro-batch, to weight the means when combining
+    Returns (loss, metrics); metrics are detached 0-d tensors summed over this micro-batch's tokens,
+    so they add up over micro-batches and ranks (train.py divides by their `num_tokens`):
+      clip_frac_high:  tokens with A > 0 and rho > 1 + eps_high (the clip-higher bound stopped the gradient)
+      clip_frac_low:   tokens with A < 0 and rho < 1 - eps_low
+      clip_frac_dual:  tokens with A < 0 and rho > c (dual clip)
+      ratio_mean:      sum of rho
+      approx_kl:       sum of (rho - 1) - log(rho), the k3 estimator of KL(old || new)
+      num_tokens:      tokens in this micro-batch
+    and ratio_min / ratio_max over its tokens.
     """
     loss_tok = clip_higher_token_loss(logp, old_logp, adv, eps_low, eps_high, clip_c)  # (B, T)
     if is_weight is not None:
         loss_tok = loss_tok * is_weight
-    loss = aggregate(loss_tok, mask, denom)
+    loss = (loss_tok * mask * weight[:, None]).sum()
     with torch.no_grad():
         m = mask.bool()  # (B, T)
         a = (adv.unsqueeze(-1) if adv.dim() == 1 else adv).expand_as(logp)[m]  # (N,) over tokens
         log_ratio = (logp - old_logp).clamp(-20.0, 20.0)[m]  # (N,)
         ratio = log_ratio.exp()  # (N,)
-        n = max(int(m.sum()), 1)
         metrics = {
-            "clip_frac_high": ((a > 0) & (ratio > 1 + eps_high)).sum() / n,
-            "clip_frac_low": ((a < 0) & (ratio < 1 - eps_low)).sum() / n,
-            "clip_frac_dual": ((a < 0) & (ratio > clip_c)).sum() / n,
-            "ratio_mean": ratio.sum() / n,
+            "clip_frac_high": ((a > 0) & (ratio > 1 + eps_high)).sum().float(),
+            "clip_frac_low": ((a < 0) & (ratio < 1 - eps_low)).sum().float(),
+            "clip_frac_dual": ((a < 0) & (ratio > clip_c)).sum().float(),
+            "ratio_mean": ratio.sum(),
+            "approx_kl": ((ratio - 1) - log_ratio).sum(),
+            "num_tokens": m.sum().float(),
             "ratio_min": ratio.min() if ratio.numel() else torch.tensor(1.0),
             "ratio_max": ratio.max() if ratio.numel() else torch.tensor(1.0),
-            "approx_kl": ((ratio - 1) - log_ratio).sum() / n,
-            "num_tokens": torch.tensor(float(m.sum())),
         }
     return loss, metrics
 

@@ -23,14 +23,14 @@ Exactness, numbered:
    raised with the size of every rational written in either answer, so that no decimal can
    pass for an irrational; expressions with variables must agree at three generic points.
    expand/simplify are never called: their cost is unbounded ((x+y+z+w)^80), while evaluation
-   at a point costs about the same for any expression math_parse's caps allow.
+   at a point costs about the same for any expression the parser's caps allow (math_values.py).
 """
 
 from __future__ import annotations
 
 import sympy as sp
 
-from math_parse import Interval, Matrix, Relation, Seq, Union
+from math_values import Interval, Matrix, Relation, Seq, Union
 
 MIN_DIGITS = 100  # numeric comparison precision, before raising it for long numbers
 MAX_DIGITS = 2000  # ... and its ceiling, which bounds the cost of one evaluation

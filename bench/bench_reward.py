@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import reward  # noqa: E402
+import verifier_pool  # noqa: E402
 from reward_cases import CASES  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def percentiles(latencies_s: list[float]) -> str:
 def cold_pool(workers: int | None) -> None:
     """A fresh worker pool and empty caches, warmed on one pair that is not in the table, so no
     case is timed against a cache that an earlier pass filled."""
-    reward._shutdown_pool()
+    verifier_pool.shutdown()
     reward.normalize.cache_clear()
     reward.score_batch([r"\boxed{y+1}"], ["x"], workers=workers)
 
@@ -101,7 +102,7 @@ def main() -> None:
     pairs = [(response, gold) for _, gold, response, _ in CASES] * args.repeat
     labels = [expected for *_, expected in CASES] * args.repeat
     print(f"cases={len(CASES)} pairs={len(pairs)} batch={args.batch} "
-          f"workers={args.workers or reward._default_workers()}")
+          f"workers={args.workers or verifier_pool.default_workers()}")
 
     ours = bench_reward(pairs, args.batch, args.workers)
     theirs = bench_math_verify(pairs)

@@ -1,16 +1,21 @@
-"""advantage.py against hand-computed numbers (QAE_SPEC section 2)."""
+"""advantage.py against hand-computed numbers (paper eq. 4 and section 5.3, Eqs. 6-8)."""
 
 import math
 
 import pytest
 import torch
 
+import advantage
 from advantage import (
+    BASELINES,
     advantage_stats,
     compute_advantages,
     dynamic_sampling_keep,
-    neg_mask,
-    pos_mask,
+    entropy_by_sign,
+    entropy_sums_by_sign,
+    group_std,
+    hard_prompts,
+    masked_baseline,
     quantile_baseline_linear,
     quantile_baseline_right_continuous,
 )
@@ -111,24 +116,131 @@ def test_bad_arguments():
         compute_advantages(torch.ones(16))
 
 
-def test_pos_and_neg_mask():
-    # Mean baseline: every prompt has positive and negative advantages.
-    rewards = torch.cat([group(2, G=8), group(7, G=8)])  # hard (p = .25) and easy (p = .875) at K = .4
+# ----------------------------------------------------------------------------------------------
+# POS-MASK / NEG-MASK (paper section 5.3, Eqs. 6-8).
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("low", [-1.0, 0.0])
+def test_mask_worked_numbers_hard_prompt(low):
+    # 3/16 correct, K = 0.4: hard. The kept term keeps QAE's magnitude (1 - (-1)) / 0.80623.
+    r = group(3, low=low)
+    pos = compute_advantages(r, K=0.4, mask="pos", acc=r > low)
+    neg = compute_advantages(r, K=0.4, mask="neg", acc=r > low)
+    assert pos[0, :3] == pytest.approx([2.4807] * 3, abs=1e-4)  # positives stay on hard prompts
+    assert pos[0, 3:] == pytest.approx([-2.4807] * 13, abs=1e-4)  # negatives stay everywhere
+    assert neg[0, :3] == pytest.approx([2.4807] * 3, abs=1e-4)
+    assert torch.all(neg[0, 3:] == 0)  # negatives masked on hard prompts
+
+
+@pytest.mark.parametrize("low", [-1.0, 0.0])
+def test_mask_worked_numbers_easy_prompt(low):
+    # 12/16 correct, K = 0.4: easy. Magnitude 2 / 0.89443.
+    r = group(12, low=low)
+    pos = compute_advantages(r, K=0.4, mask="pos", acc=r > low)
+    neg = compute_advantages(r, K=0.4, mask="neg", acc=r > low)
+    assert torch.all(pos[0, :12] == 0)  # positives masked on easy prompts
+    assert pos[0, 12:] == pytest.approx([-2.2361] * 4, abs=1e-4)
+    assert neg[0, :12] == pytest.approx([2.2361] * 12, abs=1e-4)  # positives stay everywhere
+    assert neg[0, 12:] == pytest.approx([-2.2361] * 4, abs=1e-4)  # negatives stay on easy prompts
+
+
+@pytest.mark.parametrize("K", [0.2, 0.4, 0.6, 0.8])
+def test_both_masks_are_qae_for_binary_rewards(K):
+    rewards = torch.cat([group(c) for c in range(17)])  # (17, 16): every success count
     acc = rewards > 0
-    adv = compute_advantages(rewards, K=None)
-    pm = pos_mask(adv, acc, K=0.4)
-    assert torch.equal(pm[0], adv[0])  # hard: untouched
-    assert torch.all(pm[1, :7] == 0) and torch.equal(pm[1, 7:], adv[1, 7:])  # easy: positives masked
-    nm = neg_mask(adv, acc, K=0.4)
-    assert torch.equal(nm[1], adv[1])  # easy: untouched
-    assert torch.equal(nm[0, :2], adv[0, :2]) and torch.all(nm[0, 2:] == 0)  # hard: negatives masked
+    hard = hard_prompts(acc, K)[:, None]  # (17, 1)
+    b = masked_baseline(rewards, acc, hard, mask_pos_on_easy=True, mask_neg_on_hard=True)  # (17, 16)
+    both = (rewards - b) / (group_std(rewards) + 1e-6)
+    qae = compute_advantages(rewards, K=K)
+    assert torch.equal(both, qae)
+    # Per regime, the one mask that applies there already gives QAE.
+    pos = compute_advantages(rewards, K=K, mask="pos", acc=acc)
+    neg = compute_advantages(rewards, K=K, mask="neg", acc=acc)
+    assert torch.equal(torch.where(hard, neg, pos), qae)
 
 
-def test_regime_boundary_is_inclusive():
-    # p = 1 - K exactly (6/10 failures at K = .4 -> p = .6) is hard.
-    acc = torch.tensor([[1] * 6 + [0] * 4])
-    adv = torch.tensor([[1.0] * 6 + [-1.0] * 4])
-    assert torch.equal(pos_mask(adv, acc, K=0.4), adv)
+def test_masks_with_overlong_shaped_rewards():
+    # Penalised success 0.7 / 0.4, penalised failure -1.3; K = 0.4, G = 5. Unnormalised, by hand:
+    # a kept response minus the other class's best reward, a masked one minus its own class's.
+    r = torch.tensor([[1.0, 0.7, -1.0, -1.3, -1.0],  # p = 0.4 <= 0.6: hard; b_fail = -1, b_succ = 1
+                      [1.0, 0.7, 1.0, 0.4, -1.3]])  # p = 0.8 > 0.6: easy; b_fail = -1.3, b_succ = 1
+    acc = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 1, 1, 0]], dtype=torch.bool)
+    pos = torch.tensor([[2.0, 1.7, -2.0, -2.3, -2.0], [0.0, -0.3, 0.0, -0.6, -2.3]])
+    neg = torch.tensor([[2.0, 1.7, 0.0, -0.3, 0.0], [2.3, 2.0, 2.3, 1.7, -2.3]])
+    kw = dict(K=0.4, norm_by_std=False, acc=acc)
+    torch.testing.assert_close(compute_advantages(r, mask="pos", **kw), pos)
+    torch.testing.assert_close(compute_advantages(r, mask="neg", **kw), neg)
+    # Group means -0.32 and 0.36; squared deviations sum to 4.668 and 3.692; unbiased: / (G - 1).
+    sigma = torch.tensor([[math.sqrt(4.668 / 4)], [math.sqrt(3.692 / 4)]])
+    torch.testing.assert_close(compute_advantages(r, K=0.4, mask="pos", acc=acc), pos / (sigma + 1e-6))
+    # Hard row: QAE's quantile lands on b_fail = -1 (position 1.6 of [-1.3, -1, -1, .7, 1]), so NEG-MASK
+    # (the mask that applies on hard prompts) equals QAE there. Easy row: the quantile interpolates,
+    # 0.4 + 0.6 * (0.7 - 0.4) = 0.58, where both masks use b_succ = 1 (POS-MASK's row).
+    qae = compute_advantages(r, K=0.4, norm_by_std=False)
+    torch.testing.assert_close(qae[0], neg[0])
+    torch.testing.assert_close(qae[1], r[1] - 0.58)
+    b = masked_baseline(r, acc, hard_prompts(acc, 0.4)[:, None], mask_pos_on_easy=True, mask_neg_on_hard=True)
+    torch.testing.assert_close(r - b, torch.stack([neg[0], pos[1]]))
+
+
+def test_mask_regime_boundary_is_inclusive():
+    # p = 1 - K exactly (6/10 correct at K = 0.4) is hard: POS-MASK keeps its positives.
+    r = torch.tensor([[1.0] * 6 + [-1.0] * 4])
+    adv = compute_advantages(r, K=0.4, norm_by_std=False, mask="pos", acc=r > 0)
+    assert adv[0].tolist() == [2.0] * 6 + [-2.0] * 4
+
+
+def test_mask_groups_without_one_class():
+    # All correct / all wrong: the missing class's best reward is the present one's; no signal.
+    r = torch.cat([group(8, G=8), group(0, G=8)])
+    for mask in ("pos", "neg"):
+        assert torch.all(compute_advantages(r, mask=mask, acc=r > 0) == 0)
+
+
+def test_mask_bad_arguments():
+    r = group(3)
+    with pytest.raises(ValueError, match="needs K"):
+        compute_advantages(r, K=None, mask="pos", acc=r > 0)
+    with pytest.raises(ValueError, match="needs acc"):
+        compute_advantages(r, mask="neg")
+    with pytest.raises(ValueError, match="acc must have the shape"):
+        compute_advantages(r, mask="neg", acc=torch.ones(1, 8, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask must be one of"):
+        compute_advantages(r, mask="both", acc=r > 0)
+    with pytest.raises(ValueError, match="ablation of the quantile baseline"):
+        compute_advantages(r, mask="pos", acc=r > 0, baseline="mean")
+
+
+# ----------------------------------------------------------------------------------------------
+# The baseline registry.
+# ----------------------------------------------------------------------------------------------
+
+
+def test_baseline_names_and_defaults():
+    r = torch.cat([group(3), group(12)])
+    torch.testing.assert_close(compute_advantages(r, baseline="mean"), compute_advantages(r, K=None))  # K unused
+    assert torch.equal(compute_advantages(r, baseline="quantile"), compute_advantages(r))  # None = quantile
+    with pytest.raises(ValueError, match=r"registered names \['mean', 'quantile'\], got 'median'"):
+        compute_advantages(r, baseline="median")
+    with pytest.raises(ValueError, match="needs K"):
+        compute_advantages(r, K=None, baseline="quantile")
+
+
+def test_a_fork_adds_the_median_baseline(monkeypatch):
+    # The README's forking example: one function and one registry entry.
+    def median_baseline(reward: torch.Tensor) -> torch.Tensor:
+        return reward.median(dim=1, keepdim=True).values  # (P, 1); the lower middle for even G
+
+    monkeypatch.setitem(BASELINES, "median", lambda reward, K, quantile_rule: median_baseline(reward))
+    r = torch.tensor([[1.0, -1.0, -1.0, 1.0], [1.0, 1.0, 1.0, -1.0], [3.0, 0.0, 1.0, 2.0]])
+    # Medians -1, 1, 1; unbiased stds sqrt(4/3), 1, sqrt(5/3).
+    adv = compute_advantages(r, baseline="median")
+    assert adv[0].tolist() == pytest.approx([1.7321, 0, 0, 1.7321], abs=1e-4)
+    assert adv[1].tolist() == pytest.approx([0, 0, 0, -2.0], abs=1e-4)
+    assert adv[2].tolist() == pytest.approx([1.5492, -0.7746, 0, 0.7746], abs=1e-4)
+    assert compute_advantages(r, baseline="median", norm_by_std=False)[2].tolist() == [2.0, -1.0, 0.0, 1.0]
+    assert "median" in BASELINES and advantage.BASELINES is BASELINES
 
 
 def test_dynamic_sampling_keep():
@@ -164,3 +276,25 @@ def test_entropy_covariance_from_rank_sums_equals_plain():
     for key in ("total", "pos", "neg"):
         assert abs(fast[key] - plain[key]) <= 1e-5 * max(1.0, abs(plain[key])), key
     assert abs(plain["pos"]) > 1e-3 and abs(plain["neg"]) > 1e-3  # both parts exercised
+
+
+def test_entropy_by_sign_hand_example_and_empty_sign():
+    h = torch.tensor([0.5, 1.5, 2.0, 0.25, 0.75])
+    adv = torch.tensor([1.0, 1.0, -2.0, 0.0, 0.0])
+    sums = entropy_sums_by_sign(h, adv)
+    assert sums.tolist() == [[2.0, 2.0], [2.0, 1.0], [1.0, 2.0]]
+    assert entropy_by_sign(sums) == {"pos": 1.0, "neg": 2.0, "zero": 0.5}
+    assert math.isnan(entropy_by_sign(entropy_sums_by_sign(h[:3], adv[:3]))["zero"])
+
+
+def test_entropy_by_sign_weighted_means_give_overall_mean_and_ranks_add():
+    g = torch.Generator().manual_seed(1)
+    h = torch.rand(1000, generator=g, dtype=torch.float64) * 3
+    adv = torch.randn(1000, generator=g, dtype=torch.float64)
+    adv[torch.rand(1000, generator=g) < 0.7] = 0.0
+    sums = entropy_sums_by_sign(h[:400], adv[:400]) + entropy_sums_by_sign(h[400:], adv[400:])  # two "ranks"
+    torch.testing.assert_close(sums, entropy_sums_by_sign(h, adv), rtol=1e-14, atol=0)
+    means, counts = entropy_by_sign(sums), sums[:, 1].tolist()
+    assert sum(counts) == 1000 and min(counts) > 0
+    weighted = sum(means[s] * n for s, n in zip(("pos", "neg", "zero"), counts)) / sum(counts)
+    assert weighted == pytest.approx(h.mean().item(), rel=1e-14, abs=0)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-import config
 from config import Config, ConfigError, dump, from_dict, load, loads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,10 +24,10 @@ def test_paper_config_values():
     assert cfg.algorithm.K == 0.4 and cfg.rollout.n == 16
     assert cfg.trainer.train_batch_size // cfg.trainer.mini_batch_size == 16
     assert cfg.optim.lr == 1e-6 and isinstance(cfg.optim.lr, float)
-    dapo = load("qwen3_8b_dapo")  # ".yaml" optional
-    assert dapo.algorithm.K is None
-    dapo.algorithm.K, dapo.trainer.output_dir = 0.4, cfg.trainer.output_dir
-    assert dapo == cfg  # identical but for K (and where it writes)
+    dapo = load("qwen3_8b_dapo")  # ".yaml" optional; a few lines over `base: qwen3_8b_qae.yaml`
+    assert dapo.algorithm.baseline == "mean" and dapo.algorithm.K is None and dapo.algorithm.regime_K == 0.4
+    dapo.algorithm.baseline, dapo.algorithm.K, dapo.trainer.output_dir = "quantile", 0.4, cfg.trainer.output_dir
+    assert dapo == cfg  # identical but for the baseline (and where it writes)
 
 
 def test_bare_name_resolves_against_configs_from_any_cwd(tmp_path, monkeypatch):
@@ -45,7 +44,7 @@ def test_typed_overrides():
     assert cfg.optim.lr == 1e-6 and cfg.optim.betas == (0.9, 0.95)
     assert cfg.logging.wandb is True and cfg.data.train_files == "/tmp/x y.jsonl"
     assert cfg.trainer.gen_batch_size is None
-    assert from_dict({}, ["algorithm.K=null"]).algorithm.K is None
+    assert from_dict({}, ["algorithm.baseline=mean", "algorithm.K=null"]).algorithm.K is None
     assert isinstance(from_dict({}, ["optim.weight_decay=0"]).optim.weight_decay, float)
 
 
@@ -114,7 +113,8 @@ def test_file_errors(tmp_path):
 
 
 def test_round_trip_of_non_default_values():
-    cfg = from_dict({}, ["algorithm.K=null", "optim.betas=[0.8, 0.9]", "reward.workers=3", "data.prompt_template=Q: {problem}\nA:"])
+    cfg = from_dict({}, ["algorithm.baseline=mean", "algorithm.K=null", "optim.betas=[0.8, 0.9]", "reward.workers=3",
+                         "data.prompt_template=Q: {problem}\nA:"])
     text = dump(cfg)
     assert loads(text) == cfg
     assert "K: null" in text
@@ -141,8 +141,54 @@ def test_cli_prints_resolved_config():
     assert loads(proc.stdout).algorithm.K == 0.6
 
 
-def test_tiny_dapo_differs_from_tiny_qae_only_in_K():
+def test_tiny_dapo_differs_from_tiny_qae_only_in_the_baseline():
     qae, dapo = load("tiny_qae.yaml"), load("tiny_dapo.yaml")
-    assert qae.algorithm.K == 0.4 and dapo.algorithm.K is None
-    dapo.algorithm.K, dapo.trainer.output_dir = qae.algorithm.K, qae.trainer.output_dir
+    assert qae.algorithm.K == 0.4 and dapo.algorithm.K is None and dapo.algorithm.baseline == "mean"
+    dapo.algorithm.baseline, dapo.algorithm.K, dapo.trainer.output_dir = "quantile", qae.algorithm.K, qae.trainer.output_dir
     assert dapo == qae
+
+
+def test_variant_configs_are_a_few_lines_over_their_base():
+    for name in ("tiny_dapo.yaml", "qwen3_8b_dapo.yaml"):
+        keys = [line for line in (REPO / "configs" / name).read_text().splitlines() if line.startswith("  ")]
+        assert len(keys) <= 4, (name, keys)
+
+
+def test_base_chain_merges_key_by_key_and_errors_name_the_file(tmp_path):
+    (tmp_path / "a.yaml").write_text("base: tiny_qae.yaml\nalgorithm:\n  K: 0.6\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\ntrainer:\n  total_steps: 3\n")
+    cfg = load(str(tmp_path / "b.yaml"))
+    assert cfg.algorithm.K == 0.6 and cfg.trainer.total_steps == 3  # from a.yaml and b.yaml
+    assert cfg.trainer.train_batch_size == 16 and cfg.algorithm.clip_eps_high == 0.28  # from tiny_qae.yaml
+    assert load(str(tmp_path / "b.yaml"), ["algorithm.K=0.2"]).algorithm.K == 0.2  # the command line wins
+    (tmp_path / "c.yaml").write_text("base: a.yaml\nalgorithm:\n  KK: 0.5\n")
+    with pytest.raises(ConfigError, match=r"unknown config key `algorithm.KK` \(set in `.*c.yaml`\) \(did you mean `algorithm.K`\?\)"):
+        load(str(tmp_path / "c.yaml"))
+    (tmp_path / "d.yaml").write_text("base: a.yaml\nrollout:\n  n: 1\n")
+    with pytest.raises(ConfigError, match="`rollout.n` must be >= 2"):
+        load(str(tmp_path / "d.yaml"))
+    (tmp_path / "e.yaml").write_text("base: e.yaml\n")
+    with pytest.raises(ConfigError, match="is its own base"):
+        load(str(tmp_path / "e.yaml"))
+    (tmp_path / "f.yaml").write_text("base: nowhere.yaml\n")
+    with pytest.raises(ConfigError, match="config file `nowhere.yaml` not found"):
+        load(str(tmp_path / "f.yaml"))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["algorithm.baseline=median"], "`algorithm.baseline` must be one of ['mean', 'quantile'], got 'median'"),
+    (["algorithm.K=null"], "`algorithm.K` must be set (0 < K < 1) for the quantile baseline"),
+    (["algorithm.baseline=mean"], "`algorithm.K` (0.4) is only used by the quantile baseline"),
+    (["algorithm.baseline=mean", "algorithm.K=null", "algorithm.adv_mask=pos"], "it needs `algorithm.baseline: quantile`"),
+])
+def test_baseline_choice_is_explicit(overrides, message):
+    with pytest.raises(ConfigError) as e:
+        from_dict({}, overrides)
+    assert message in str(e.value)
+
+
+def test_derived_values_are_resolved_in_the_saved_config():
+    mean = from_dict({}, ["algorithm.baseline=mean", "algorithm.K=null"])
+    assert mean.algorithm.regime_K == 0.4 and "regime_K: 0.4" in dump(mean)  # what the logged regime fractions use
+    assert from_dict({}, ["algorithm.K=0.6"]).algorithm.regime_K == 0.6
+    assert from_dict({}, ["algorithm.K=0.6", "algorithm.regime_K=0.3"]).algorithm.regime_K == 0.3

@@ -1,7 +1,7 @@
-"""The paper's entropy result on a softmax bandit (QAE_SPEC section 6).
+"""The paper's two-sided entropy safety (section 4) on a softmax bandit.
 
 A whole response is one action y of 8; pi = softmax(z); the first-order policy-gradient update
-is dz_y = eta * pi(y) * (r(y) - b). Cui et al. (2025) give
+is dz_y = eta * pi(y) * (r(y) - b). Cui et al. (2025, arXiv 2505.22617) give
 
     dH ~= -Cov_{y~pi}(log pi(y), dz_y) = -eta * (F(0) - b*C),
     F(0) = Cov_pi(log pi, pi*r),  C = Cov_pi(log pi, pi) > 0,

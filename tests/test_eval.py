@@ -210,11 +210,11 @@ def test_rescore_reproduces_the_numbers(eval_run, tmp_path):
 
 
 def test_evaluate_with_a_training_engine(tmp_path):
-    from train import load_policy, load_tokenizer
+    from policy import load_policy, load_tokenizer
 
     cfg = config.load("tiny_qae.yaml")
     tokenizer = load_tokenizer(cfg.model.name_or_path)
-    engine = rollout.make_rollout(cfg.rollout, load_policy(cfg.model, cfg.model.name_or_path), tokenizer)
+    engine = rollout.make_rollout(cfg.rollout, load_policy(cfg.model, cfg.model.name_or_path), tokenizer, max_model_len=128)
     problems = ev.load_benchmark("tiny/test.jsonl", cfg.data, tokenizer, limit=3)
     assert [p.id for p in problems] == ["test-00000", "test-00001", "test-00002"] and problems[0].answer == "1052"
     kwargs = dict(n=2, seed=3, temperature=1.0, top_p=0.7, max_tokens=12)

@@ -7,14 +7,12 @@ import torch
 
 from loss import (
     AGGREGATIONS,
+    MiniBatchCounts,
     clip_higher_token_loss,
     naive_token_logprobs,
     policy_loss,
-    seq_mean_token_mean,
-    seq_mean_token_sum,
     token_logprobs,
     token_logprobs_from_hidden,
-    token_mean,
 )
 
 
@@ -118,43 +116,60 @@ def test_per_response_advantage_broadcasts():
     )
 
 
-def test_aggregations_hand_computed():
-    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
-    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
-    assert token_mean(loss, mask, 5).item() == pytest.approx((1 + 2 + 4 + 5 + 6) / 5)
-    assert token_mean(loss, mask, 10).item() == pytest.approx(18 / 10)  # a global count from outside
-    assert seq_mean_token_mean(loss, mask, 2).item() == pytest.approx((1.5 + 5.0) / 2)
-    assert seq_mean_token_sum(loss, mask, 2).item() == pytest.approx((3 + 15) / 2)
-    assert set(AGGREGATIONS) == {"token-mean", "seq-mean-token-mean", "seq-mean-token-sum"}
+def normaliser_case():
+    """Two prompt groups (G = 2, then a group of one for simplicity of the hand sums): responses of
+    2, 4 and 3 tokens whose token losses are 1, 2 and 3 (group A = responses 0, 1; group B = 2)."""
+    lengths = torch.tensor([2.0, 4.0, 3.0])
+    group_tokens = torch.tensor([6.0, 6.0, 3.0])
+    loss_tok = torch.tensor([[1.0] * 4, [2.0] * 4, [3.0] * 4])  # (B, T)
+    mask = (torch.arange(4)[None, :] < lengths[:, None]).float()  # (B, T)
+    return lengths, group_tokens, loss_tok, mask, MiniBatchCounts(tokens=9, sequences=3, groups=2)
 
 
-def test_global_token_mean_over_micro_batches():
-    # Summing token-mean losses of micro-batches, each divided by the GLOBAL count, equals the
-    # token-mean of the whole mini-batch: the property the trainer's gradient accumulation needs.
+@pytest.mark.parametrize("name, expected", [
+    ("token-mean", (2 * 1 + 4 * 2 + 3 * 3) / 9),  # every token of the mini-batch alike: 19/9
+    ("group-token-mean", ((2 * 1 + 4 * 2) / 6 + (3 * 3) / 3) / 2),  # the paper's Z = the group's tokens: 7/3
+    ("seq-mean-token-mean", (1 + 2 + 3) / 3),  # per response, then over responses: 2
+    ("seq-mean-token-sum", (2 * 1 + 4 * 2 + 3 * 3) / 3),  # token sums over responses: 19/3
+])
+def test_normalisers_hand_computed(name, expected):
+    lengths, group_tokens, loss_tok, mask, counts = normaliser_case()
+    weight = AGGREGATIONS[name](lengths, group_tokens, counts)  # (B,)
+    assert (loss_tok * mask * weight[:, None]).sum().item() == pytest.approx(expected)
+    assert set(AGGREGATIONS) == {"token-mean", "group-token-mean", "seq-mean-token-mean", "seq-mean-token-sum"}
+
+
+def test_normalisers_add_up_over_micro_batches_and_ranks():
+    # Weights depend only on a response's own length, its group's tokens and the mini-batch's
+    # counts, so the loss summed over any split of the responses equals the whole mini-batch's.
     g = torch.Generator().manual_seed(4)
     logp = torch.randn(6, 5, generator=g, dtype=torch.float64)
     old = logp + 0.3 * torch.randn(6, 5, generator=g, dtype=torch.float64)
     adv = torch.randn(6, generator=g, dtype=torch.float64)
-    mask = (torch.rand(6, 5, generator=g) > 0.3).double()
-    n = mask.sum()
-    whole, _ = policy_loss(logp, old, adv, mask, denom=n)
-    parts = sum(policy_loss(logp[i : i + 2], old[i : i + 2], adv[i : i + 2], mask[i : i + 2], denom=n)[0] for i in (0, 2, 4))
-    torch.testing.assert_close(whole, parts)
+    lengths = torch.tensor([5.0, 3, 4, 1, 2, 5], dtype=torch.float64)
+    mask = (torch.arange(5)[None, :] < lengths[:, None]).double()
+    group_tokens = lengths.view(3, 2).sum(1).repeat_interleave(2)
+    counts = MiniBatchCounts(lengths.sum().item(), 6, 3)
+    for name, fn in AGGREGATIONS.items():
+        w = fn(lengths, group_tokens, counts)
+        whole, _ = policy_loss(logp, old, adv, mask, w)
+        parts = sum(policy_loss(logp[i : i + 2], old[i : i + 2], adv[i : i + 2], mask[i : i + 2], w[i : i + 2])[0] for i in (0, 2, 4))
+        torch.testing.assert_close(whole, parts, msg=name)
 
 
 def test_policy_loss_metrics():
     ratio = torch.tensor([[1.0, 1.5, 0.5, 20.0], [1.1, 1.0, 1.0, 1.0]])
     adv = torch.tensor([[1.0, 1.0, -1.0, -1.0], [0.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]])
-    loss, m = policy_loss(ratio.log(), torch.zeros(2, 4), adv, mask, denom=5)
+    loss, m = policy_loss(ratio.log(), torch.zeros(2, 4), adv, mask, torch.full((2,), 1 / 5))
     assert loss.item() == pytest.approx((-1 - 1.28 + 0.8 + 10 + 0) / 5)
-    assert m["clip_frac_high"].item() == pytest.approx(1 / 5)
-    assert m["clip_frac_low"].item() == pytest.approx(1 / 5)
-    assert m["clip_frac_dual"].item() == pytest.approx(1 / 5)
+    assert m["clip_frac_high"].item() == 1  # sums over tokens: the logger divides by its declared count
+    assert m["clip_frac_low"].item() == 1
+    assert m["clip_frac_dual"].item() == 1
     assert m["ratio_max"].item() == pytest.approx(20.0)
     assert m["ratio_min"].item() == pytest.approx(0.5)
-    assert m["ratio_mean"].item() == pytest.approx((1 + 1.5 + 0.5 + 20 + 1.1) / 5)
-    k3 = sum(r - 1 - math.log(r) for r in (1, 1.5, 0.5, 20, 1.1)) / 5
+    assert m["ratio_mean"].item() == pytest.approx(1 + 1.5 + 0.5 + 20 + 1.1)
+    k3 = sum(r - 1 - math.log(r) for r in (1, 1.5, 0.5, 20, 1.1))
     assert m["approx_kl"].item() == pytest.approx(k3, rel=1e-5)
     assert m["num_tokens"].item() == 5
 
@@ -173,20 +188,53 @@ def test_entropy_is_accurate_at_qwen_vocab_size():
 
 
 def test_tis_weights_scale_the_loss_per_token_and_ones_change_nothing():
-    from loss import policy_loss, tis_weights, token_mean
+    from loss import tis_weights
 
     g = torch.Generator().manual_seed(3)
     logp, old = -torch.rand(2, 5, generator=g), -torch.rand(2, 5, generator=g)
     adv, mask = torch.tensor([1.0, -0.5]), torch.ones(2, 5)
-    plain, _ = policy_loss(logp, old, adv, mask, 10.0, token_mean)
-    ones, _ = policy_loss(logp, old, adv, mask, 10.0, token_mean, is_weight=torch.ones(2, 5))
+    weight = torch.full((2,), 1 / 10.0)  # token-mean over 10 tokens
+    plain, _ = policy_loss(logp, old, adv, mask, weight)
+    ones, _ = policy_loss(logp, old, adv, mask, weight, is_weight=torch.ones(2, 5))
     assert torch.equal(plain, ones)
     rollout = old.clone()
     rollout[0, 0] -= 5.0  # the sampler gave this token far less mass: weight exp(5) truncated at the cap
     w = tis_weights(old, rollout, cap=2.0)
     assert w[0, 0] == 2.0 and torch.allclose(w[1], torch.ones(5)) and not w.requires_grad
-    weighted, _ = policy_loss(logp, old, adv, mask, 10.0, token_mean, is_weight=w)
+    weighted, _ = policy_loss(logp, old, adv, mask, weight, is_weight=w)
     from loss import clip_higher_token_loss
 
     per_token = clip_higher_token_loss(logp, old, adv)
     assert torch.allclose(weighted - plain, per_token[0, 0] * (2.0 - 1.0) / 10.0)
+
+
+class CountingHead(torch.nn.Linear):
+    """An output layer that counts its calls (under ZeRO-3 each call is a collective)."""
+
+    calls = 0
+
+    def forward(self, x):
+        CountingHead.calls += 1
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("rows, num_chunks", [(12, 3), (12, 5), (2, 4), (1, 3), (7, 1)])
+def test_fixed_chunk_count_calls_the_head_exactly_that_often_and_changes_nothing(rows, num_chunks):
+    # policy.plan_passes makes every rank call lm_head equally often, so a rank with fewer rows
+    # than chunks pads with zero rows: values and gradients must equal the unpadded computation.
+    g = torch.Generator().manual_seed(rows * 10 + num_chunks)
+    head = CountingHead(8, 11).double()
+    hidden = torch.randn(1, rows, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 11, (1, rows), generator=g)
+    CountingHead.calls = 0
+    logp, ent = token_logprobs_from_hidden(hidden, head, targets, temperature=0.8, num_chunks=num_chunks)
+    (logp.sum() + 0.5 * ent.sum()).backward()
+    assert CountingHead.calls == 2 * num_chunks  # forward, and the checkpointed recompute in backward
+    ref_logp, ref_ent = naive_token_logprobs(head(hidden.detach()), targets, temperature=0.8)
+    torch.testing.assert_close(logp, ref_logp)
+    torch.testing.assert_close(ent, ref_ent)
+    grad = hidden.grad.clone()
+    hidden.grad = None
+    l2, e2 = naive_token_logprobs(head(hidden), targets, temperature=0.8)
+    (l2.sum() + 0.5 * e2.sum()).backward()
+    torch.testing.assert_close(grad, hidden.grad)

@@ -1,5 +1,6 @@
-"""reward.py against its policy (module docstring): hand-labelled cases for every rule, the
-MATH-500/AIME/AMC golds, adversarial inputs, the worker pool, and DAPO's overlong shaping."""
+"""reward.py's verify mode against its policy (module docstring): hand-labelled cases for every
+rule, the MATH-500/AIME/AMC golds, adversarial inputs, the worker pool (verifier_pool.py), and
+DAPO's overlong shaping. The dapo mode is tested in tests/test_reward_dapo.py."""
 
 import builtins
 import io
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import reward
+import verifier_pool
 from reward import (
     RewardResult,
     extract_answer,
@@ -246,7 +248,8 @@ def test_no_eval_exec_sympify_in_the_verifier_source():
     """Policy 4, statically: the names never appear in code (docstrings and comments aside)."""
     banned = {"eval", "exec", "sympify", "parse_expr", "lambdify", "__import__", "parse_latex",
               "latex2sympy", "pickle", "marshal"}
-    for path in (REPO / "reward.py", REPO / "math_parse.py", REPO / "math_equal.py"):
+    for path in (REPO / name for name in ("reward.py", "math_parse.py", "math_values.py",
+                                         "math_equal.py", "verifier_pool.py")):
         names = {tok.string for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
                  if tok.type == tokenize.NAME}
         assert names & banned == set(), path.name
@@ -285,13 +288,13 @@ def test_score_batch_kills_overrunning_workers_and_recovers():
     slow = box("+".join(rf"\tan(\sin(10^{{4000}}+{k}))" for k in range(40)))
     responses, golds = [slow, box("42"), box("2(k+1)")], [r"\frac12", "42", "2k+2"]
     score_batch([box("k+k")], ["2k"], workers=2)  # a worker-path pair: starts the pool
-    old_pids = {w.proc.pid for w in reward._POOL.workers}
+    old_pids = {w.proc.pid for w in verifier_pool._POOL.workers}
     timed = score_batch(responses, golds, timeout_s=0.02, workers=2)
     assert timed[0] == RewardResult(False, -1.0, None, timeout=True)
     assert timed[1] == RewardResult(True, 1.0, "42")
-    new_pids = {w.proc.pid for w in reward._POOL.workers}
+    new_pids = {w.proc.pid for w in verifier_pool._POOL.workers}
     assert len(new_pids) == 2 and new_pids != old_pids
-    assert all(w.proc.poll() is None for w in reward._POOL.workers)
+    assert all(w.proc.poll() is None for w in verifier_pool._POOL.workers)
     again = score_batch(responses[1:], golds[1:], workers=2)
     assert [(r.acc, r.timeout) for r in again] == [(True, False), (True, False)]
 
@@ -309,7 +312,7 @@ for line in sys.stdin:
 
 
 def test_pool_timeout_crash_and_replacement_with_a_stand_in_worker():
-    pool = reward._Pool(2, argv=[sys.executable, "-c", _STAND_IN_WORKER])
+    pool = verifier_pool.Pool(2, argv=[sys.executable, "-c", _STAND_IN_WORKER])
     try:
         jobs = {0: ("slow", "g"), 1: ("ok", "g"), 2: ("crash", "g"), 3: ("ok", "g")}
         start = time.monotonic()
@@ -325,21 +328,21 @@ def test_pool_timeout_crash_and_replacement_with_a_stand_in_worker():
 
 def test_workers_are_capped_in_memory():
     score_batch([box("k+k")], ["2k"], workers=2)
-    for w in reward._POOL.workers:
+    for w in verifier_pool._POOL.workers:
         limits = Path(f"/proc/{w.proc.pid}/limits")
         if not limits.exists():
             pytest.skip("no /proc on this system")
         line = next(l for l in limits.read_text().splitlines() if l.startswith("Max address space"))
-        assert line.split()[3] == str(reward.WORKER_MEMORY_BYTES)
+        assert line.split()[3] == str(verifier_pool.WORKER_MEMORY_BYTES)
 
 
 def test_a_forked_child_gets_its_own_pool_and_leaves_the_parents_alone():
     score_batch([box("k+k")], ["2k"], workers=2)
-    parents = reward._POOL
+    parents = verifier_pool._POOL
     parents.pid = -1  # as seen from a forked child: the pool belongs to another process
     try:
         assert score_batch([box("k+k")], ["2k"], workers=2)[0].acc
-        assert reward._POOL is not parents
+        assert verifier_pool._POOL is not parents
         assert all(w.proc.poll() is None for w in parents.workers)  # not killed by the child
     finally:
         parents.close()
@@ -351,14 +354,14 @@ def test_score_batch_validates_lengths():
 
 
 def test_score_batch_on_empty_and_fast_only_batches_starts_no_pool(monkeypatch):
-    monkeypatch.setattr(reward, "_Pool", None)  # any attempt to build a pool would fail
+    monkeypatch.setattr(verifier_pool, "Pool", None)  # any attempt to build a pool would fail
     assert score_batch([], []) == []
     results = score_batch([box("073"), "no answer", box(r"\text{(C)}")], ["73", "1", "(C)"])
     assert [r.acc for r in results] == [True, False, True]
 
 
 # ----------------------------------------------------------------------------------------------
-# Overlong shaping (DAPO; QAE_SPEC section 5), hand-computed
+# Overlong shaping (DAPO paper section 3.4), hand-computed
 # ----------------------------------------------------------------------------------------------
 
 
@@ -369,7 +372,7 @@ def test_score_batch_on_empty_and_fast_only_batches_starts_no_pool(monkeypatch):
     (18432, 1.0, -0.5),
     (20480, 1.0, -1.0),
     (20480, 0.5, -0.5),
-    (30000, 1.0, -1.0),  # past the maximum: clipped (departure 4)
+    (30000, 1.0, -1.0),  # past the maximum: clipped (overlong departure 1)
 ])
 def test_overlong_penalty(length, factor, expected):
     assert overlong_penalty(length, 20480, 4096, factor) == pytest.approx(expected)

@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import torch
 
 from logger import documented, read_metrics
@@ -35,7 +34,9 @@ def test_two_step_smoke_run(tmp_path):
         assert all(documented(k) for k in r), f"undocumented metrics: {[k for k in r if not documented(k)]}"
         assert -2.0 <= r["reward/mean"] <= 1.0 and 0.0 <= r["reward/acc"] <= 1.0
         assert r["optim/updates"] == 2 and r["policy/entropy"] > 0
-    assert "eval/test/pass@1" not in rows[0] and 0 <= rows[1]["eval/test/pass@2"] <= 1  # periodic evaluation at step 2
+    # periodic evaluation: the starting policy at step 1 (on the weights that sample it), the final one after step 2
+    assert [r["eval/trained_steps"] for r in rows] == [0, 2] and 0 <= rows[1]["eval/test/pass@2"] <= 1
+    assert all(r["rollout/weight_syncs"] == 0 for r in rows)  # the HF sampler is the policy: nothing is copied
     assert rows[1]["eval/test/pass@1"] <= rows[1]["eval/test/pass@2"]
     assert "step 2/2" in proc.stderr + proc.stdout
     assert (out / "metrics.png").stat().st_size > 1000

@@ -5,10 +5,12 @@ import torch
 from accelerate import Accelerator
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import batch as batching
 import config
 import train
 from data import Prompt
 from loss import naive_token_logprobs
+from policy import Policy, response_logprobs
 from rollout import Rollout
 
 
@@ -30,7 +32,7 @@ def random_batch(P=4, G=4, vocab=300, zero_frac=0.75, seed=0):
     responses = [torch.randint(3, vocab, (int(torch.randint(1, 30, (1,), generator=g)),), generator=g).tolist() for _ in range(P * G)]
     adv = torch.randn(P * G, generator=g, dtype=torch.float64).float()
     adv[torch.rand(P * G, generator=g) < zero_frac] = 0.0
-    batch = train.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
+    batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
                         torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool))
     return batch, adv
 
@@ -39,7 +41,7 @@ def test_response_logprobs_match_full_forward(tiny_policy_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     batch, _ = random_batch()
     ids = slice(0, 5)
-    logp, ent, mask = train.response_logprobs(model, batch.prompt_ids[ids], batch.response_ids[ids], temperature=0.7, pad_id=0)
+    logp, ent, mask = response_logprobs(Policy(model), batch.prompt_ids[ids], batch.response_ids[ids], temperature=0.7, pad_id=0)
     for row, (p, r) in enumerate(zip(batch.prompt_ids[ids], batch.response_ids[ids])):
         logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1]  # (R, V) predicting r
         ref_logp, ref_ent = naive_token_logprobs(logits[None], torch.tensor([r]), temperature=0.7)
@@ -49,17 +51,16 @@ def test_response_logprobs_match_full_forward(tiny_policy_dir):
 
 
 def test_sparse_update_gives_the_same_gradients(tiny_policy_dir, accelerator, cfg):
-    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float64)
+    model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float64))
     batch, adv = random_batch(P=4, G=4, zero_frac=0.8, seed=3)
     assert 0 < (adv != 0).sum() < len(adv)
-    with torch.no_grad():
-        old, _ = train.old_logprobs(cfg, model, batch, pad_id=0)
-    old = [o + 0.1 * torch.randn(len(o), generator=torch.Generator().manual_seed(i)) for i, o in enumerate(old)]
+    known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(16)), pad_id=0)
+    known = {i: (lp + 0.1 * torch.randn(len(lp), generator=torch.Generator().manual_seed(i)), ent) for i, (lp, ent) in known.items()}
     grads, metrics = {}, {}
     for sparse in (False, True):
         cfg.trainer.sparse_update = sparse
         model.zero_grad(set_to_none=True)
-        metrics[sparse] = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), old, list(range(16)), pad_id=0)
+        metrics[sparse] = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), dict(known), list(range(16)), pad_id=0)
         grads[sparse] = torch.cat([p.grad.flatten() for p in model.parameters()])
     cfg.trainer.sparse_update = True
     rel = ((grads[True] - grads[False]).norm() / grads[False].norm()).item()
@@ -71,12 +72,12 @@ def test_sparse_update_gives_the_same_gradients(tiny_policy_dir, accelerator, cf
 def test_all_zero_advantages_still_make_zero_gradients(tiny_policy_dir, accelerator, cfg):
     # Every rank must run at least one (zero-weighted) pass, and AdamW must see zero gradients,
     # not missing ones, exactly as without skipping.
-    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
+    model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32))
     batch, _ = random_batch(P=2, G=4)
     adv = torch.zeros(8)
-    old, _ = train.old_logprobs(cfg, model, batch, pad_id=0)
+    known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(8)), pad_id=0)
     model.zero_grad(set_to_none=True)
-    m = train.accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(8)), pad_id=0)
+    m = train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, list(range(8)), pad_id=0)
     assert m["micro_batches"] == 0
     assert all(p.grad is not None and torch.all(p.grad == 0) for p in model.parameters())
 
@@ -131,7 +132,7 @@ def test_dynamic_sampling_fills_the_batch(tiny_policy_dir, accelerator, cfg):
     # 4 responses each; prompts 0, 2 all-correct / all-wrong (dropped), 1, 3, 4 mixed.
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 1, 0, 3, 2, 4])
     sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
-    batch, seen, gen_batches, _ = train.collect_batch(cfg, accelerator, engine, None, tok, prompts, sampler, step=1)
+    batch, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1)
     # gen batch 1 = prompts 0, 1, 2 -> keeps 1; batch 2 = prompts 3, 4, 5 -> keeps 3, 4; truncated to 2.
     assert gen_batches == 2 and engine.calls == 2
     assert seen["groups"] == 6 and seen["kept"] == 3
@@ -146,8 +147,8 @@ def test_dynamic_sampling_gives_up_with_a_clear_error(tiny_policy_dir, accelerat
 
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 0, 4, 0])
     sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
-    with pytest.raises(train.DynamicSamplingError, match="kept 0 of 30 prompt groups.*after 10 generation batches"):
-        train.collect_batch(cfg, accelerator, engine, None, tok, prompts, sampler, step=1)
+    with pytest.raises(batching.DynamicSamplingError, match="kept 0 of 30 prompt groups.*after 10 generation batches"):
+        batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1)
 
 
 def test_without_dynamic_sampling_everything_is_kept(tiny_policy_dir, accelerator):
@@ -156,6 +157,6 @@ def test_without_dynamic_sampling_everything_is_kept(tiny_policy_dir, accelerato
     cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.gen_batch_size=null",
                                 "trainer.mini_batch_size=2", "algorithm.dynamic_sampling=false", "reward.overlong_buffer_len=0"])
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 0, 2])
-    batch, seen, gen_batches, _ = train.collect_batch(cfg, accelerator, engine, None, tok, prompts,
+    batch, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts,
                                                       data.PromptSampler(3, 0, False), step=1)
     assert gen_batches == 1 and batch.acc.sum(1).tolist() == [4, 0]

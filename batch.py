@@ -1,0 +1,225 @@
+"""One step's training batch: generate G responses per prompt (rollout.py), score them
+(reward.py), keep the groups with mixed correctness (DAPO's dynamic sampling), pool the kept
+groups over ranks and deal each rank its share.
+
+    batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate)
+
+Choices, numbered (train.py's docstring lists them with the loop's):
+1. Data parallel: each rank samples its share of every generation batch; the kept groups are
+   pooled over ranks in generation order and the first `train_batch_size` form the batch, as
+   DAPO does. They are dealt mini-batch by mini-batch (`deal_groups`), so each optimizer step
+   sees the same groups whatever the number of processes; a group crosses ranks at most once
+   per step (an all-gather of its token ids).
+2. Generation calls are seeded by their global index (`generate_share`), not by rank, so with
+   `rollout.prompts_per_call` = share / W one process samples what W processes do.
+3. `trainer.adaptive_gen_batch` (off in the paper configs, which keep verl's fixed
+   `gen_batch_size`): each generation batch asks for the groups still needed divided by the
+   running keep rate of dynamic sampling, plus 25%, between the groups needed and
+   gen_batch_size, so one generation call usually fills the batch (`KeepRate`). The keep rate is
+   an exponentially weighted count over generation batches, saved in checkpoints.
+4. Dynamic sampling filters on the verifier's verdicts (`acc`), not on the shaped reward, as
+   DAPO's `metric: acc`; it gives up with a clear error after `algorithm.max_num_gen_batches`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import time
+
+import torch
+
+import advantage
+import reward
+import rollout
+
+
+def sampling_seed(seed: int, step: int, call: int, gen_batch: int) -> int:
+    """Seed of one generation call: a function of where it is in the run, not of history."""
+    key = hashlib.blake2b(f"{seed}/{step}/{call}/{gen_batch}".encode(), digest_size=8).digest()
+    return int.from_bytes(key, "little") >> 1  # < 2**63
+
+
+class DynamicSamplingError(RuntimeError):
+    """Too few prompt groups with mixed correctness after algorithm.max_num_gen_batches batches."""
+
+
+@dataclasses.dataclass
+class Group:
+    """One prompt's G scored responses."""
+
+    prompt_ids: list[int]
+    answer: str
+    response_ids: list[list[int]]  # (G)
+    reward: torch.Tensor  # (G,) shaped reward
+    acc: torch.Tensor  # (G,) bool, the verifier's verdict
+    rollout_logp: list[list[float]] | None  # (G) the sampler's log-probs of the response tokens (vLLM)
+    policy_logp: list[list[float]] | None  # (G) the policy's own log-probs from the sampling pass (HF)
+    policy_entropy: list[list[float]] | None  # (G) and its entropy at each response token (HF)
+
+
+@dataclasses.dataclass
+class Batch:
+    """This rank's training batch: P prompts x G responses, prompt-major (response k of prompt k // G)."""
+
+    prompt_ids: list[list[int]]  # (P*G) prompt of each response
+    response_ids: list[list[int]]  # (P*G)
+    texts: list[str]  # (P*G) decoded responses
+    answers: list[str]  # (P*G) ground truth
+    reward: torch.Tensor  # (P, G) shaped reward
+    acc: torch.Tensor  # (P, G) bool, verifier's verdict
+    rollout_logp: list[list[float]] | None = None  # (P*G) sampler's log-probs of the response tokens (vLLM)
+    policy_logp: list[list[float]] | None = None  # (P*G) the policy's own log-probs from the sampling pass (HF)
+    policy_entropy: list[list[float]] | None = None  # (P*G) its entropy at each response token (HF)
+
+    @staticmethod
+    def of(groups: list[Group], tokenizer) -> Batch:
+        G = len(groups[0].response_ids)
+        responses = [r for g in groups for r in g.response_ids]
+        flat = lambda name: [x for g in groups for x in (getattr(g, name) or [])] or None  # noqa: E731
+        return Batch([g.prompt_ids for g in groups for _ in range(G)], responses,
+                     tokenizer.batch_decode(responses, skip_special_tokens=True), [g.answer for g in groups for _ in range(G)],
+                     torch.stack([g.reward for g in groups]), torch.stack([g.acc for g in groups]),
+                     flat("rollout_logp"), flat("policy_logp"), flat("policy_entropy"))
+
+
+@dataclasses.dataclass
+class KeepRate:
+    """The running fraction of generated groups that dynamic sampling keeps, and the generation
+    batch it suggests (choice 3). Counts decay by 0.9 per generation batch."""
+
+    kept: float = 0.0
+    generated: float = 0.0
+
+    def update(self, kept: int, generated: int) -> None:
+        self.kept, self.generated = 0.9 * self.kept + kept, 0.9 * self.generated + generated
+
+    def batch_size(self, needed: int, cap: int, world: int) -> int:
+        """Prompts to generate for `needed` more groups: needed / rate + 25%, within [needed, cap], a multiple of world."""
+        if not self.generated:
+            return cap
+        want = math.ceil(1.25 * needed / max(self.kept / self.generated, 0.05))
+        return min(-(-max(want, needed) // world) * world, cap)
+
+
+def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate: KeepRate | None = None):
+    """Generate, score and filter until `train_batch_size` groups with mixed correctness exist over
+    all ranks; returns this rank's share (choice 1), what was generated, and timings."""
+    trainer, G, world, rank = cfg.trainer, cfg.rollout.n, accelerator.num_processes, accelerator.process_index
+    gen_size = (trainer.gen_batch_size or trainer.train_batch_size) if cfg.algorithm.dynamic_sampling else trainer.train_batch_size
+    adaptive = keep_rate is not None and trainer.adaptive_gen_batch and cfg.algorithm.dynamic_sampling
+    kept: list[list[Group]] = []  # per generation batch, this rank's kept groups
+    counts: list[list[int]] = []  # per generation batch, every rank's number of kept groups
+    seen = {"reward": [], "acc": [], "len": [], "truncated": [], "timeouts": 0, "groups": 0, "kept": 0, "sizes": []}
+    times = {"rollout": 0.0, "reward": 0.0}
+    for gen_batch in range(1, cfg.algorithm.max_num_gen_batches + 1):
+        needed = trainer.train_batch_size - sum(map(sum, counts))
+        size = keep_rate.batch_size(needed, gen_size, world) if adaptive else gen_size  # the same on every rank
+        gen_share = size // world
+        idx = sampler.next(size)[rank * gen_share : (rank + 1) * gen_share]  # all ranks draw the same list
+        group = [prompts[i] for i in idx]
+        t0 = time.perf_counter()
+        out = generate_share(engine, [p.prompt_ids for p in group], G, cfg, step, rank, gen_batch)
+        t1 = time.perf_counter()
+        texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)
+        answers = [p.answer for p in group for _ in range(G)]
+        results = reward.score_batch(texts, answers, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers,
+                                     mode=cfg.reward.mode)
+        shaped = [r.score + overlong(len(ids), cfg) for r, ids in zip(results, out.response_ids)]
+        times["rollout"] += t1 - t0
+        times["reward"] += time.perf_counter() - t1
+
+        reward_pg = torch.tensor(shaped, dtype=torch.float32).view(len(group), G)  # (P, G)
+        acc_pg = torch.tensor([r.acc for r in results]).view(len(group), G)  # (P, G)
+        keep = advantage.dynamic_sampling_keep(acc_pg) if cfg.algorithm.dynamic_sampling else torch.ones(len(group), dtype=torch.bool)
+        rows = lambda i: slice(i * G, (i + 1) * G)  # noqa: E731  the responses of prompt i
+        part = lambda values, i: values[rows(i)] if values is not None else None  # noqa: E731
+        kept.append([Group(group[i].prompt_ids, group[i].answer, out.response_ids[rows(i)], reward_pg[i], acc_pg[i],
+                           part(out.rollout_logp, i), part(out.policy_logp, i), part(out.policy_entropy, i))
+                     for i in keep.nonzero().flatten().tolist()])
+        seen["reward"] += shaped
+        seen["acc"] += [r.acc for r in results]
+        seen["len"] += [len(r) for r in out.response_ids]
+        seen["truncated"] += out.truncated
+        seen["timeouts"] += sum(getattr(r, "timeout", False) for r in results)
+        seen["groups"], seen["kept"] = seen["groups"] + len(group), seen["kept"] + int(keep.sum())
+        seen["sizes"].append(size)
+        counts.append(accelerator.gather(torch.tensor([len(kept[-1])], device=accelerator.device)).tolist())
+        if keep_rate is not None:
+            keep_rate.update(sum(counts[-1]), size)
+        if sum(map(sum, counts)) >= trainer.train_batch_size:  # every rank sees the same counts: all stop together
+            break
+    else:
+        raise DynamicSamplingError(
+            f"dynamic sampling kept {sum(map(sum, counts))} of {sum(seen['sizes'])} prompt groups after "
+            f"{cfg.algorithm.max_num_gen_batches} generation batches, fewer than the {trainer.train_batch_size} needed: every "
+            "other group was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or trainer.gen_batch_size, lower "
+            "trainer.train_batch_size, or check the reward on a few completions."
+        )
+    return Batch.of(deal_groups(cfg, accelerator, kept, counts), tokenizer), seen, gen_batch, times
+
+
+def deal_groups(cfg, accelerator, kept: list[list[Group]], counts: list[list[int]]) -> list[Group]:
+    """This rank's groups of the training batch (choice 1).
+
+    The batch is the first `train_batch_size` kept groups in generation order (batch, then rank,
+    then position), as one process would keep them. Global group g sits in mini-batch
+    g // m (m = mini_batch_size) at slot g % m, which rank (g % m) // (m / W) trains.
+    """
+    trainer, world, rank = cfg.trainer, accelerator.num_processes, accelerator.process_index
+    per_rank = trainer.mini_batch_size // world  # groups of each mini-batch per rank
+    mine, g = [], 0  # (global position, group) of this rank's kept groups in the batch
+    for batch_kept, batch_counts in zip(kept, counts):
+        for r, n in enumerate(batch_counts):
+            if r == rank:
+                mine += [(g + j, group) for j, group in enumerate(batch_kept[:n]) if g + j < trainer.train_batch_size]
+            g += n
+    if world > 1:
+        from accelerate.utils import gather_object
+
+        mine = gather_object([(pos, to_wire(group)) for pos, group in mine])  # every rank's, on every rank
+        mine = [(pos, from_wire(wire)) for pos, wire in mine]
+    return [group for pos, group in sorted(mine, key=lambda x: x[0]) if (pos % trainer.mini_batch_size) // per_rank == rank]
+
+
+PER_TOKEN = ("rollout_logp", "policy_logp", "policy_entropy")  # optional per-token fields of a Group
+
+
+def to_wire(group: Group) -> dict:
+    """A group as a few tensors, which pickle compactly for the all-gather."""
+    wire = {"prompt": torch.tensor(group.prompt_ids, dtype=torch.int32), "answer": group.answer,
+            "lens": torch.tensor([len(r) for r in group.response_ids]), "reward": group.reward, "acc": group.acc,
+            "tokens": torch.tensor([t for r in group.response_ids for t in r], dtype=torch.int32)}
+    for name in PER_TOKEN:
+        if getattr(group, name) is not None:
+            wire[name] = torch.tensor([x for row in getattr(group, name) for x in row], dtype=torch.float64)
+    return wire
+
+
+def from_wire(wire: dict) -> Group:
+    splits = lambda flat: [part.tolist() for part in flat.split(wire["lens"].tolist())]  # noqa: E731
+    return Group(wire["prompt"].tolist(), wire["answer"], splits(wire["tokens"]), wire["reward"], wire["acc"],
+                 *(splits(wire[name]) if name in wire else None for name in PER_TOKEN))
+
+
+def generate_share(engine, prompt_ids: list[list[int]], G: int, cfg, step: int, rank: int, gen_batch: int) -> rollout.Rollout:
+    """This rank's share of a generation batch, `rollout.prompts_per_call` prompts per call.
+
+    Call j of rank r is global call r * calls_per_rank + j and is seeded by that index, so a
+    single process with prompts_per_call = share / W samples what W processes sample.
+    """
+    per_call = cfg.rollout.prompts_per_call or len(prompt_ids)
+    calls_per_rank = -(-len(prompt_ids) // per_call)
+    parts = [engine.generate(prompt_ids[c : c + per_call], n=G,
+                             seed=sampling_seed(cfg.trainer.seed, step, rank * calls_per_rank + c // per_call, gen_batch))
+             for c in range(0, len(prompt_ids), per_call)]
+    return rollout.concat(parts)
+
+
+def overlong(length: int, cfg) -> float:
+    """DAPO's overlong shaping (DAPO, arXiv 2503.14476, section 3.4); 0 when reward.overlong_buffer_len is 0."""
+    if cfg.reward.overlong_buffer_len == 0:
+        return 0.0
+    return reward.overlong_penalty(length, cfg.rollout.max_response_len, cfg.reward.overlong_buffer_len,
+                                   cfg.reward.overlong_penalty_factor)
