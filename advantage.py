@@ -4,8 +4,8 @@ the paper's POS-MASK / NEG-MASK ablations; plus the per-step advantage and entro
 For one prompt with G sampled responses and scalar rewards r_1..r_G (after overlong shaping):
 
     b      = mean(r_1..r_G)                 # GRPO / DAPO
-    b_K    = Quantile_K(r_1..r_G)           # QAE (paper eq. 4), K = 0.4 in all main experiments
-    sigma  = std(r_1..r_G)                  # unbiased (N-1), about the MEAN, even under QAE
+    b_K    = Quantile_K(r_1..r_G)           # QAE (paper v2, section 3: the definition above Eq. 3), K = 0.4
+    sigma  = std(r_1..r_G)                  # unbiased (G-1), about the MEAN, even under QAE (choice 7)
     A_i    = (r_i - b) / (sigma + eps)      # norm_by_std=True (verl default)
     A_i    = r_i - b                        # norm_by_std=False (Dr. GRPO style)
 
@@ -15,7 +15,7 @@ positive advantage; easy prompts (p > 1 - K) get b_K = high reward, so successes
 the remaining failures a negative advantage. Every token of a response later receives its
 response's scalar advantage.
 
-The paper reads this gate as masking (section 5.3, Eqs. 6-8): start from the two-sided signal in
+The paper reads this gate as masking (section 5.3, Eqs. 7-8): start from the two-sided signal in
 which every success gets +(r_succ - r_fail)/sigma and every failure -(r_succ - r_fail)/sigma;
 QAE masks the positives on easy prompts and the negatives on hard prompts. The ablations apply
 one mask each: POS-MASK masks only the positives on easy prompts (negatives stay on every
@@ -52,6 +52,9 @@ Departures and choices, numbered:
    otherwise use those rewards where QAE interpolates. A group with no response of one class
    takes the other class's best reward in place of the missing one.
 6. The masks' regime is the paper's p <= 1 - K on the verdicts, whatever `quantile_rule` is.
+7. The group std is the unbiased one (divides by G - 1), as verl's GRPO advantage and the authors'
+   patch; the paper's appendix analysis writes the population variance p(1 - p). The two differ
+   by the constant factor sqrt(G / (G - 1)), 1.033 at G = 16.
 """
 
 from __future__ import annotations
@@ -110,12 +113,12 @@ BASELINES: dict[str, Callable[[torch.Tensor, float | None, str], torch.Tensor]] 
 
 
 def group_std(reward: torch.Tensor) -> torch.Tensor:
-    """Unbiased (N-1) std of each group about its mean, as torch.std; also used under QAE."""
+    """Unbiased (G-1) std of each group about its mean, as torch.std; also used under QAE."""
     return reward.std(dim=1, keepdim=True)  # (P, 1)
 
 
 # ----------------------------------------------------------------------------------------------
-# Regimes and the masks of the paper's ablation (section 5.3, Eqs. 6-8).
+# Regimes and the masks of the paper's ablation (section 5.3, Eqs. 7-8).
 # ----------------------------------------------------------------------------------------------
 
 
@@ -240,7 +243,7 @@ def compute_advantages(
 
     if mask is None:
         b = BASELINES[baseline](reward, K, quantile_rule)  # (P, 1)
-    else:  # paper section 5.3, Eqs. 6-8: POS-MASK / NEG-MASK
+    else:  # paper section 5.3, Eqs. 7-8: POS-MASK / NEG-MASK
         acc = acc.to(reward.device).bool()  # (P, G)
         hard = hard_prompts(acc, K)[:, None]  # (P, 1)
         b = masked_baseline(reward, acc, hard, mask_pos_on_easy=mask == "pos", mask_neg_on_hard=mask == "neg")  # (P, G)

@@ -16,7 +16,8 @@ Choices, numbered (train.py's docstring lists them with the loop's):
    `gen_batch_size`): each generation batch asks for the groups still needed divided by the
    running keep rate of dynamic sampling, plus 25%, between the groups needed and
    gen_batch_size, so one generation call usually fills the batch (`KeepRate`). The keep rate is
-   an exponentially weighted count over generation batches, saved in checkpoints.
+   an exponentially weighted count over generation batches, saved in checkpoints. The sizes are
+   multiples of the number of processes, so with it on the samples depend on that number.
 4. Dynamic sampling filters on the verifier's verdicts (`acc`), not on the shaped reward, as
    DAPO's `metric: acc`; it gives up with a clear error after `algorithm.max_num_gen_batches`.
 """

@@ -344,6 +344,8 @@ def validate(cfg: Config) -> Config:
     need(evaluation.n >= 1 and 0 < evaluation.top_p <= 1 and evaluation.temperature > 0,
          "config keys `eval.n` >= 1, `eval.top_p` in (0, 1], `eval.temperature` > 0")
     need(evaluation.limit is None or evaluation.limit >= 1, f"config key `eval.limit` must be null or >= 1, got {evaluation.limit}")
+    need(evaluation.max_tokens is None or evaluation.max_tokens >= 1,
+         f"config key `eval.max_tokens` must be null or >= 1, got {evaluation.max_tokens}")
     need(rollout.prompts_per_call >= 0, f"config key `rollout.prompts_per_call` must be >= 0 (0 = all at once), got {rollout.prompts_per_call}")
     need(algo.tis_cap is None or algo.tis_cap >= 1, f"config key `algorithm.tis_cap` must be null (off) or >= 1, got {algo.tis_cap}")
     need(trainer.save_every >= 0 and trainer.keep_last >= 1, "config keys `trainer.save_every` must be >= 0 and `trainer.keep_last` >= 1")

@@ -54,7 +54,7 @@ METRICS = {
     "sampling/gen_batches": "generation batches dynamic sampling needed to fill the training batch",
     "sampling/kept_frac": "fraction of generated prompt groups kept by dynamic sampling",
     "sampling/gen_prompts": "prompts generated this step, all ranks (trainer.adaptive_gen_batch sizes the batches from the keep rate)",
-    "entropy_cov/total": "Cov_tokens(logp, A) (Cui et al. 2025): the first-order entropy change of a policy-gradient step is -lr * this",
+    "entropy_cov/total": "Cov over response tokens of (logp, A), Cui et al. 2025's token-level statistic: a policy-gradient step moves entropy by about -lr times it (not the paper's response-level Eq. 18)",
     "entropy_cov/pos": "part of entropy_cov/total from positive-advantage tokens (lowers entropy when > 0)",
     "entropy_cov/neg": "part of entropy_cov/total from negative-advantage tokens",
     **{name: doc for name, (_, doc) in LOSS_METRICS.items()},

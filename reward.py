@@ -10,8 +10,9 @@ its recipe in verl, `verl/utils/reward_score/math_dapo.py`) takes the last `Answ
 the last 300 characters, normalises it and compares strings. Two modes (docs/reward.md compares
 them on the benchmark golds):
 
-    mode="dapo"    exactly verl's compute_score: same acc, score and pred on every string input.
-                   The paper configs use it, so that a reproduction trains on the paper's signal.
+    mode="dapo"    exactly verl's compute_score: same acc, score and pred on every string input
+                   (reward_dapo.py, with its departures). The paper configs use it, so that a
+                   reproduction trains on the paper's signal.
     mode="verify"  (default) DAPO's +1/-1 and its `Answer:` format, but boxed answers count too
                    and equality is decided mathematically, under the policy below.
 
@@ -62,17 +63,17 @@ Departures of mode="verify" from verl's DAPO reward and from Math-Verify 0.9.0, 
    raised above anything a written decimal could fake (expressions with variables: at three
    generic points). sympy.simplify is never called: its cost has no bound.
 
-Departures of mode="dapo" from verl's compute_score, numbered (only on inputs verl rejects):
-1. A gold stored as a number (27.0, numpy.int64) is read as its text, as in mode="verify";
-   verl raises AttributeError. A response that is not a string scores -1 with pred None; verl
-   raises TypeError.
+Departures of mode="dapo" from verl's compute_score: reward_dapo.py's module docstring.
 
 Departure of overlong_penalty (both modes) from DAPO's overlong shaping (DAPO paper section 3.4):
 1. It clips at -penalty_factor for responses longer than max_response_len (DAPO never sees one,
    because generation stops there).
 
-This file is longer than the others because it holds the whole reward definition, both modes;
-the dapo mode is one self-contained section below.
+This file is longer than the others (about 500 lines) because it holds one job that does not
+split without scattering the policy: mode="verify" from extraction (policy 1) through
+normalisation and the string-only verdicts (policy 2) to the hand-off to the sympy path
+(policies 3 and 4), plus score/score_batch, which dispatch both modes. The parser and the
+equality it hands off to live in math_parse.py, math_values.py and math_equal.py.
 """
 
 from __future__ import annotations
@@ -83,10 +84,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import verifier_pool
+from reward_dapo import dapo_verdict
 
 TAIL_CHARS = 8192  # policy 1: only the end of a response is scanned for the final answer
 MAX_ANSWER_CHARS = 2000  # a longer "final answer" is not parsed (scored incorrect)
-DAPO_TAIL_CHARS = 300  # mode="dapo": verl scores only the last 300 characters
 MODES = ("verify", "dapo")
 
 
@@ -412,98 +413,14 @@ def score_verify(response: str, ground_truth: str) -> RewardResult:
 
 
 # ----------------------------------------------------------------------------------------------
-# mode="dapo": verl's DAPO reward, verl/utils/reward_score/math_dapo.py compute_score
+# mode="dapo": verl's DAPO reward (reward_dapo.py)
 # ----------------------------------------------------------------------------------------------
-# Written from verl's documented and observed behaviour (tests/test_reward_dapo.py holds verl's
-# own outputs). It works on at most DAPO_TAIL_CHARS characters of the response plus the gold,
-# without backtracking blow-ups: the `Answer:` pattern has no nested quantifiers and sees 300
-# characters, the other patterns are fixed-width, and the rules verl writes as regexes over `.*`
-# are done line by line with str.find instead (linear in the gold too).
-
-_DAPO_ANSWER_RE = re.compile(r"answer\s*:\s*([^\n]+)", re.IGNORECASE)  # "Answer: ..." to line end
-_DAPO_NO_ANSWER = "[INVALID]"  # verl's placeholder prediction when no line matches
-_DAPO_SUBSTITUTIONS = (  # (old, new) in verl's order; "a " is deleted anywhere ("formula 5")
-    ("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""), ("mbox", "text"),
-    (",\\text{and}", ","), ("\\text{and}", ","), ("\\text{m}", "\\text{}"),
-)
-_DAPO_DELETIONS = (  # deleted in this order (order matters: "\text{}^2" before "\text{}")
-    "square", "ways", "integers", "dollars", "mph", "inches", "hours", "km", "units", "\\ldots",
-    "sue", "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds",
-    "meters", "meals", "edges", "students", "childrentickets", "multiples", "\\text{s}",
-    "\\text{.}", "\\text{\ns}", "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}",
-    "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;", ",\\!", "{,}", '"', "\\dots",
-)
-_DAPO_FRAC_RE = re.compile(r"frac([^{])(.)")  # \frac12 -> \frac{1}{2}; "." is not a newline
-_DAPO_SQRT_RE = re.compile(r"sqrt([^{])")  # \sqrt3 -> \sqrt{3}
-
-
-def _first_math_span(line: str) -> str:
-    """A line with two or more `$` becomes its first `$...$` span; other lines are unchanged."""
-    first = line.find("$")
-    second = line.find("$", first + 1) if first >= 0 else -1
-    return line if second < 0 else "$" + line[first + 1 : second] + "$"
-
-
-def _unwrap_command(line: str, opener: str) -> str:
-    r"""Each `\cmd{X}` -> X, where X runs to the next `}` (so `\text{\text{a}}` -> `\text{a}`)."""
-    out, pos = [], 0
-    while (start := line.find(opener, pos)) >= 0:
-        close = line.find("}", start + len(opener))
-        if close < 0:
-            break  # no `}` after this opener, so none after any later one
-        out += [line[pos:start], line[start + len(opener) : close]]
-        pos = close + 1
-    return "".join(out) + line[pos:]
-
-
-def _unwrap_boxed(line: str) -> str:
-    r"""The first `\boxed{` to the line's last `}`: `\boxed{4} + \boxed{2}` -> `4} + \boxed{2`."""
-    start, close = line.find("\\boxed{"), line.rfind("}")
-    if start < 0 or close < start + len("\\boxed{"):
-        return line
-    return line[:start] + line[start + len("\\boxed{") : close] + line[close + 1 :]
-
-
-def _per_line(text: str, rule, *args) -> str:
-    return "\n".join(rule(line, *args) for line in text.split("\n"))
-
-
-def dapo_normalize(answer: str) -> str:
-    r"""verl's normalize_final_answer (from the Minerva / lm-eval-harness MATH normaliser).
-
-    >>> dapo_normalize(r"x = \dfrac12"), dapo_normalize("$1,000$ dollars"), dapo_normalize("27.0")
-    ('\\dfrac{1}{2}', '1000', '27.0')
-    """
-    s = answer.split("=")[-1]  # 1. the text after the last "="
-    for old, new in _DAPO_SUBSTITUTIONS:  # 2. words and spaces
-        s = s.replace(old, new)
-    for unit in _DAPO_DELETIONS:  # 3. units and formatting
-        s = s.replace(unit, "")
-    s = _per_line(s, _first_math_span)  # 4. "the answer is $42$ apples" -> $42$
-    for opener in ("\\text{", "\\textbf{", "\\overline{"):  # 5. \text{X} -> X
-        s = _per_line(s, _unwrap_command, opener)
-    s = _per_line(s, _unwrap_boxed)  # 6. \boxed{X} -> X
-    s = _DAPO_FRAC_RE.sub(r"frac{\1}{\2}", s)  # 7. TeX shorthand: \frac12, \sqrt3
-    s = _DAPO_SQRT_RE.sub(r"sqrt{\1}", s)
-    s = s.replace("$", "")
-    if s.replace(",", "").isdigit():  # 8. 1,000 -> 1000 (str.isdigit: any Unicode digit)
-        s = s.replace(",", "")
-    return s.strip()
 
 
 def score_dapo(response: str, ground_truth: str) -> RewardResult:
-    """mode="dapo": verl's compute_score(response, ground_truth) with strict_box_verify=False.
-    Only the last `Answer:` match in the last 300 characters counts (a `\\boxed{}` does not);
-    pred is verl's normalised prediction. Never raises (dapo departure 1)."""
-    try:
-        tail = response[-DAPO_TAIL_CHARS:]
-        last = None
-        for last in _DAPO_ANSWER_RE.finditer(tail):  # matches do not overlap, as in re.findall
-            pass
-        pred = dapo_normalize(last.group(1) if last else _DAPO_NO_ANSWER)
-        return _result(pred == dapo_normalize(_gold_text(ground_truth)), pred)
-    except Exception:  # noqa: BLE001 - verl raises here; an odd input is an incorrect answer
-        return _result(False, None)
+    """mode="dapo": verl's compute_score (reward_dapo.py); the gold is read as text, as in verify
+    mode. Never raises (reward_dapo departure 1)."""
+    return _result(*dapo_verdict(response, _gold_text(ground_truth)))
 
 
 # ----------------------------------------------------------------------------------------------

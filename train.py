@@ -3,7 +3,7 @@
     python train.py --config tiny_qae.yaml                    # CPU, tiny model, minutes
     accelerate launch train.py --config qwen3_8b_qae.yaml     # GPUs: DeepSpeed ZeRO-3 from the config
 
-Each step (paper, arXiv 2509.22611, section 2 and Algorithm 1; docs/algorithm.md maps each line):
+Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; docs/algorithm.md maps each line):
   1. rollout:   copy the policy into the sampler once, then sample G responses per prompt (rollout.py)
   2. reward:    verify final answers (+1 / -1) plus DAPO's overlong penalty (reward.py)
   3. filter:    dynamic sampling keeps groups whose correctness is mixed; more generation batches
@@ -44,6 +44,9 @@ Departures and choices, numbered:
    checks both give the same update and metrics.
 11. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running
    keep rate (batch.py choice 3); off in the paper configs, which keep verl's fixed gen_batch_size.
+12. DAPO's overlong filtering (masking the loss of truncated responses, DAPO section 3.4) is not
+   implemented: DAPO's recipe and the QAE paper use the soft overlong punishment instead
+   (reward.overlong_penalty, `reward.overlong_buffer_len`).
 """
 
 from __future__ import annotations

@@ -2,10 +2,14 @@
 and a synthetic arithmetic task with verifiable integer answers (writes `tiny/`).
 
 Why it exists: the RL loop (train.py) must run end to end on a 2-core CPU in minutes and show
-reward rising, with no download. QAE's gate (QAE_SPEC.md section 1) splits prompts by success
-rate p into hard (p <= 1 - K = 0.6: reinforce rare successes) and easy (p > 0.6: suppress
-remaining failures), so the task has five difficulty levels and the policy is warm-started only
-part of the way: both kinds of prompt occur (tiny/README.md gives the share of each).
+reward rising, with no download. QAE's gate (arXiv 2509.22611: the K-quantile baseline of eq. 4,
+read in the abstract as a two-regime gate) splits prompts by success rate p into hard
+(p <= 1 - K = 0.6: reinforce rare successes) and easy (p > 0.6: suppress remaining failures), so
+the task has five difficulty levels and the policy is warm-started only part of the way: both
+kinds of prompt occur (tiny/README.md gives the share of each).
+
+The task, its tokenizer and the measurement live in scripts/tiny_task.py (choices 1-3 and 6);
+this file builds the model and its warm start (4, 5, 7) and writes the folder.
 
 What it writes into --out (default tiny/):
   model/       HF folder: config.json, model.safetensors, generation_config.json, tokenizer
@@ -54,30 +58,32 @@ import argparse
 import json
 import math
 import random
-import re
 import time
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
+from tiny_task import (  # scripts/ is on sys.path when this file runs as a script
+    LEVELS,
+    MAX_NEW_TOKENS,
+    MAX_POSITIONS,
+    build_problems,
+    build_tokenizer,
+    chat_prompt,
+    direct_answer,
+    measure,
+    save_tokenizer,
+    time_generation,
+    worked_answer,
+    write_jsonl,
+)
+
 # ---------------------------------------------------------------------------------------------
-# Settings. Changing any of them changes the committed artifact; rerun the full build.
+# Settings. Changing any of them changes the committed artifact; rerun the full build (the task's
+# own settings are in tiny_task.py).
 # ---------------------------------------------------------------------------------------------
 SEED = 0
-# difficulty -> problem forms (operator, digits of a, digits of b), drawn uniformly. 1) Widths
-# are fixed per form; level 3's 3-by-2-digit forms bridge levels 2 and 4 (without them the
-# 3-layer model learned 3-digit problems far later in our runs).
-LEVELS = {
-    1: [("+", 2, 2)],
-    2: [("-", 2, 2)],
-    3: [("+", 3, 2), ("-", 3, 2)],
-    4: [("+", 3, 3), ("-", 3, 3)],
-    5: [("+", 4, 4)],
-}
-N_TRAIN_PER_LEVEL = 800
-N_TEST_PER_LEVEL = 100
 # 5) problems per level in the SFT pool; hard levels get fewer so the warm start stays partial.
 SFT_MIX = {1: 3000, 2: 3000, 3: 2000, 4: 1500, 5: 1500}
 SFT_BATCH = 64
@@ -86,121 +92,11 @@ SFT_STEPS, SFT_QUICK_STEPS, SFT_LR, SFT_WARMUP = 1400, 20, 2e-3, 50
 # 7) stage 2, the same pool with this fraction of targets cut to the answer line alone.
 DIRECT_FRACTION = 0.3
 STYLE_STEPS, STYLE_QUICK_STEPS, STYLE_LR, STYLE_WARMUP = 150, 5, 3e-4, 10
-BPE_VOCAB = 300  # the trainer stops earlier once the task text has no pair left to merge
-MAX_NEW_TOKENS = 48
-MAX_POSITIONS = 256
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-# Qwen's template, minus tools and thinking: one turn per message, assistant cue on request.
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-ANSWER_RE = re.compile(r"Answer:\s*(-?\d+)", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------------------------
-# Task
+# Model
 # ---------------------------------------------------------------------------------------------
-def sample_problem(rng: random.Random, difficulty: int) -> tuple[str, int]:
-    """One problem of a level as (text, answer). 1) Fixed-width operands; a >= b for "-".
-
-    >>> sample_problem(random.Random(0), 3)
-    ('Compute 876-63.', 813)
-    """
-    op, width_a, width_b = rng.choice(LEVELS[difficulty])
-    a = rng.randint(10 ** (width_a - 1), 10**width_a - 1)
-    b = rng.randint(10 ** (width_b - 1), 10**width_b - 1)
-    if op == "-" and a < b:  # only when the widths are equal
-        a, b = b, a
-    return f"Compute {a}{op}{b}.", a + b if op == "+" else a - b
-
-
-def worked_answer(answer: int) -> str:
-    """2) The result's digits right to left, then the DAPO answer line.
-
-    >>> worked_answer(882)
-    'Reversed: 288\\nAnswer: 882'
-    """
-    return f"Reversed: {str(answer)[::-1]}\nAnswer: {answer}"
-
-
-def direct_answer(answer: int) -> str:
-    """7) The answer line alone: the warm start's other, less accurate way to answer."""
-    return f"Answer: {answer}"
-
-
-def build_problems(seed: int, sft_mix: dict[int, int]) -> dict[str, list[dict]]:
-    """Distinct problems per level, split into test, train and the SFT pool (pairwise disjoint)."""
-    rng = random.Random(seed)
-    splits = {"test": [], "train": [], "sft": []}
-    for difficulty in LEVELS:
-        want = N_TEST_PER_LEVEL + N_TRAIN_PER_LEVEL + sft_mix[difficulty]
-        drawn: dict[str, int] = {}  # insertion-ordered, so the split is deterministic
-        while len(drawn) < want:
-            problem, answer = sample_problem(rng, difficulty)
-            drawn.setdefault(problem, answer)
-        rows = [{"problem": p, "answer": str(a), "difficulty": difficulty} for p, a in drawn.items()]
-        splits["test"] += rows[:N_TEST_PER_LEVEL]
-        splits["train"] += rows[N_TEST_PER_LEVEL:N_TEST_PER_LEVEL + N_TRAIN_PER_LEVEL]
-        splits["sft"] += rows[N_TEST_PER_LEVEL + N_TRAIN_PER_LEVEL:]
-    for name, rows in splits.items():
-        rng.shuffle(rows)  # mix levels so any prefix of a file covers all of them
-        for i, row in enumerate(rows):
-            row["id"] = f"{name}-{i:05d}"
-    style_rng = random.Random(seed + 3)  # its own stream: the data files do not depend on it
-    for row in splits["sft"]:
-        row["direct"] = style_rng.random() < DIRECT_FRACTION  # 7) target without reversed digits
-    return splits
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    with path.open("w") as f:
-        for row in rows:
-            keys = ("id", "problem", "answer", "difficulty")
-            f.write(json.dumps({k: row[k] for k in keys}) + "\n")
-
-
-# ---------------------------------------------------------------------------------------------
-# Tokenizer and model
-# ---------------------------------------------------------------------------------------------
-def chat_prompt(problem: str) -> list[dict]:
-    """The RL prompt: the problem text verbatim as the one user message, no instruction."""
-    return [{"role": "user", "content": problem}]
-
-
-def build_tokenizer(corpus: list[str]) -> PreTrainedTokenizerFast:
-    """3) Byte-level BPE trained on the task text, one token per digit, Qwen chat specials."""
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),  # "845" -> "8", "4", "5"
-        pre_tokenizers.ByteLevel(add_prefix_space=False),
-    ])
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB, special_tokens=SPECIALS, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte stays encodable
-    )
-    bpe.train_from_iterator(corpus, trainer)
-    tok = PreTrainedTokenizerFast(  # <|im_start|> is special through the BPE trainer above
-        tokenizer_object=bpe, pad_token="<|endoftext|>", eos_token="<|im_end|>",
-        model_max_length=MAX_POSITIONS,
-    )
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
-
-
-def save_tokenizer(tok: PreTrainedTokenizerFast, folder: Path) -> None:
-    """save_pretrained, then name the class "PreTrainedTokenizerFast" (transformers 5 writes
-    "TokenizersBackend", which transformers 4 loaders such as older vLLM do not know)."""
-    tok.save_pretrained(folder)
-    path = folder / "tokenizer_config.json"
-    config = json.loads(path.read_text())
-    config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    path.write_text(json.dumps(config, indent=2) + "\n")
-
-
 def padded_vocab_size(n_tokens: int, multiple: int = 64) -> int:
     """4) Embedding rows: the next multiple of 64 strictly above len(tokenizer).
 
@@ -227,6 +123,7 @@ def build_model(tok: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
         do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=MAX_NEW_TOKENS,
     )
     return model
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,83 +182,6 @@ def sft(model, tok, rows: list[dict], steps: int, lr: float, warmup: int, seed: 
     model.eval()
     return losses
 
-
-# ---------------------------------------------------------------------------------------------
-# Measurement
-# ---------------------------------------------------------------------------------------------
-@torch.no_grad()
-def sample_responses(model, tok, problems: list[str], n_samples: int) -> tuple[list[str], list[bool]]:
-    """n_samples responses per problem at temperature 1.0 (6): texts and whether each stopped
-    with <|im_end|> before MAX_NEW_TOKENS. Left padding, as for any batched generation."""
-    tok.padding_side = "left"
-    prompts = [tok.apply_chat_template(chat_prompt(p), add_generation_prompt=True,
-                                       tokenize=True, return_dict=False)
-               for p in problems for _ in range(n_samples)]
-    batch = tok.pad({"input_ids": prompts}, return_tensors="pt")  # (B, L_prompt) each
-    out = model.generate(
-        **batch, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-        max_new_tokens=MAX_NEW_TOKENS,
-        suppress_tokens=list(range(len(tok), model.config.vocab_size)),  # 6) padded rows
-    )  # (B, L_prompt + T)
-    texts, stopped = [], []
-    for ids in out[:, batch["input_ids"].shape[1]:].tolist():  # (B, T) as lists
-        stopped.append(tok.eos_token_id in ids)
-        ids = ids[:ids.index(tok.eos_token_id)] if stopped[-1] else ids
-        texts.append(tok.decode(ids, skip_special_tokens=True))
-    return texts, stopped
-
-
-def is_correct(text: str, answer: str) -> bool:
-    """6) The last "Answer: <int>" in the response equals the ground truth."""
-    found = ANSWER_RE.findall(text)
-    return bool(found) and int(found[-1]) == int(answer)
-
-
-def measure(model, tok, test_rows: list[dict], per_level: int, n_samples: int, seed: int) -> dict:
-    """Accuracy per difficulty on the first `per_level` test problems of each level, by sampling;
-    the fraction of prompts in each QAE regime by their success rate p over the n_samples
-    (K = 0.4: hard p <= 0.6, easy p > 0.6), the fraction of responses that stopped with
-    <|im_end|>, and one sampled response per level."""
-    torch.manual_seed(seed)
-    report = {"accuracy": {}, "example": {}}
-    stopped, worked, right, p = [], [], [], []  # per response x3; per prompt
-    for difficulty in LEVELS:
-        rows = [r for r in test_rows if r["difficulty"] == difficulty][:per_level]
-        texts, stops = sample_responses(model, tok, [r["problem"] for r in rows], n_samples)
-        answers = [r["answer"] for r in rows for _ in range(n_samples)]
-        correct = list(map(is_correct, texts, answers))  # grouped by prompt, n_samples each
-        p += [sum(correct[i:i + n_samples]) / n_samples for i in range(0, len(correct), n_samples)]
-        report["accuracy"][difficulty] = sum(correct) / len(correct)
-        stopped += stops
-        worked += [t.startswith("Reversed:") for t in texts]  # 7) which way it answered
-        right += correct
-        report["example"][difficulty] = (rows[0]["problem"], texts[0])
-    report["overall"] = sum(report["accuracy"].values()) / len(LEVELS)
-    report["stopped"] = sum(stopped) / len(stopped)
-    report["worked"] = sum(worked) / len(worked)
-    by_style = lambda style: [c for c, w in zip(right, worked) if w == style] or [0]
-    report["accuracy_worked"] = sum(by_style(True)) / len(by_style(True))
-    report["accuracy_direct"] = sum(by_style(False)) / len(by_style(False))
-    report["regimes"] = {
-        "all wrong (p = 0)": sum(x == 0 for x in p) / len(p),
-        "hard (0 < p <= 0.6)": sum(0 < x <= 0.6 for x in p) / len(p),
-        "easy (0.6 < p < 1)": sum(0.6 < x < 1 for x in p) / len(p),
-        "all right (p = 1)": sum(x == 1 for x in p) / len(p),
-    }
-    return report
-
-
-def time_generation(model, tok, train_rows: list[dict], n_prompts: int, group: int,
-                    repeats: int = 3) -> float:
-    """Seconds for one RL-style rollout batch: n_prompts * group responses at temperature 1.0,
-    max_new_tokens MAX_NEW_TOKENS (median of `repeats`)."""
-    problems = [r["problem"] for r in train_rows[:n_prompts]]
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        sample_responses(model, tok, problems, group)
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -486,7 +306,7 @@ def main() -> None:
     torch.set_num_threads(2)  # the machine the artifact is built on; also fixes reduction order
 
     # Task: pairwise-disjoint test / train / SFT pool.
-    splits = build_problems(args.seed, SFT_MIX)
+    splits = build_problems(args.seed, SFT_MIX, DIRECT_FRACTION)
     (args.out / "model").mkdir(parents=True, exist_ok=True)
     write_jsonl(args.out / "train.jsonl", splits["train"])
     write_jsonl(args.out / "test.jsonl", splits["test"])

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 SEEDS=${SEEDS:-"1 2 3"}
 OUT=${OUT:-runs/tiny_experiment}
-EVAL=(--benchmarks tiny/test.jsonl --n 8 --temperature 1.0 --top-p 1.0 --seed 0)
+EVAL=(--benchmarks tiny/test.jsonl --limit 500 --n 8 --temperature 1.0 --top-p 1.0 --seed 0)
 mkdir -p "$OUT/eval"
 export WANDB_SILENT=true
 

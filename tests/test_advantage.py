@@ -1,4 +1,4 @@
-"""advantage.py against hand-computed numbers (paper eq. 4 and section 5.3, Eqs. 6-8)."""
+"""advantage.py against hand-computed numbers (paper v2: the K-quantile of section 3, the gate of Eq. 4, and section 5.3, Eqs. 7-8)."""
 
 import math
 
@@ -117,7 +117,7 @@ def test_bad_arguments():
 
 
 # ----------------------------------------------------------------------------------------------
-# POS-MASK / NEG-MASK (paper section 5.3, Eqs. 6-8).
+# POS-MASK / NEG-MASK (paper section 5.3, Eqs. 7-8).
 # ----------------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
-"""eval.py and scripts/plot_runs.py: the pass@k estimator by hand, sharding, the gold formats of the
-bundled benchmarks, end-to-end runs on the tiny model (sample, rescore, evaluate()), bad input,
-and the comparison plot."""
+"""eval.py, benchmarks.py and scripts/plot_runs.py: the pass@k estimator by hand, sharding, the
+gold formats of the bundled benchmarks, settings from the config's `eval` section under the flags,
+end-to-end runs on the tiny model (sample, rescore, evaluate()), bad input, and the comparison
+plot."""
 
 import doctest
 import json
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import benchmarks as bm
 import config
 import eval as ev
 import reward
@@ -36,22 +38,22 @@ FAST = ["--config", "tiny_qae.yaml", "--n", "4", "--max-tokens", "16", "--limit"
     (8, 5, 4, 1.0),  # n - c = 3 < k: every draw of 4 holds a correct one
 ])
 def test_pass_at_k_by_hand(n, c, k, expected):
-    assert ev.pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+    assert bm.pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
 
 
 def test_pass_at_k_matches_binomials_and_stays_finite_at_large_n():
     for n in range(1, 13):
         for c in range(n + 1):
             for k in range(1, n + 1):
-                assert ev.pass_at_k(n, c, k) == pytest.approx(1 - math.comb(n - c, k) / math.comb(n, k), abs=1e-12)
+                assert bm.pass_at_k(n, c, k) == pytest.approx(1 - math.comb(n - c, k) / math.comb(n, k), abs=1e-12)
     big = 1 - Fraction(math.comb(1997, 1000), math.comb(2000, 1000))  # exact; C(2000, 1000) ~ 1e600 overflows a float
-    assert ev.pass_at_k(2000, 3, 1000) == pytest.approx(float(big), abs=1e-12)
+    assert bm.pass_at_k(2000, 3, 1000) == pytest.approx(float(big), abs=1e-12)
 
 
 @pytest.mark.parametrize("n, c, k", [(4, 1, 5), (4, 1, 0), (4, 5, 2), (4, -1, 2)])
 def test_pass_at_k_rejects_impossible_arguments(n, c, k):
     with pytest.raises(ValueError):
-        ev.pass_at_k(n, c, k)
+        bm.pass_at_k(n, c, k)
 
 
 def test_summary_of_hand_made_verdicts():
@@ -59,18 +61,19 @@ def test_summary_of_hand_made_verdicts():
     acc = [True, False, False, False, True, True, True, True]
     records = [{"problem_index": i // 4, "problem_id": f"p{i // 4}", "sample": i % 4, "answer": "1", "acc": a,
                 "len": i + 1, "truncated": i == 0, "timeout": False, "pred": "1" if a else None} for i, a in enumerate(acc)]
-    metrics, problems = ev.summarize(records)
+    metrics, problems = bm.summarize(records)
     assert [p["correct"] for p in problems] == [1, 4]
     assert metrics["pass@1"] == pytest.approx((1 / 4 + 1) / 2)  # mean accuracy, 5/8
     assert metrics["pass@2"] == pytest.approx((0.5 + 1) / 2)
     assert metrics["pass@4"] == 1.0
     assert metrics["len_mean"] == 4.5 and metrics["truncated_frac"] == 1 / 8 and metrics["n"] == 4
-    with pytest.raises(ev.EvalError, match="--k 8"):
-        ev.summarize(records, ks=[8])
+    with pytest.raises(bm.EvalError, match="--k 8"):
+        bm.summarize(records, ks=[8])
 
 
 def test_docstring_examples():
-    assert doctest.testmod(ev).failed == 0
+    assert doctest.testmod(ev).failed == 0 and doctest.testmod(bm).failed == 0
+    assert ev.pass_at_k is bm.pass_at_k and ev.EvalError is bm.EvalError  # still importable from eval
 
 
 # ----------------------------------------------------------------------------------------------
@@ -104,7 +107,7 @@ def test_shards_cover_every_problem_once_with_equal_call_counts(num, world):
 
 @pytest.mark.parametrize("world, batch_size", [(3, 1), (2, 2), (4, 3)])
 def test_sharded_sampling_equals_one_process(world, batch_size):
-    problems = [ev.Problem(problem=f"q{i}", answer=str(i), prompt_ids=[1, 2], id=f"p{i}") for i in range(7)]
+    problems = [bm.Problem(problem=f"q{i}", answer=str(i), prompt_ids=[1, 2], id=f"p{i}") for i in range(7)]
     single = ev.sample_shard(CountingEngine(), Digits(), problems, *ev.shard(7, 0, 1), n=3, seed=10, batch_size=4, progress=False)
     gathered = []
     for rank in reversed(range(world)):  # gather order must not matter
@@ -132,7 +135,7 @@ def test_sampling_settings_are_restored():
 def test_contest_golds_with_leading_zeros_and_floats_are_judged_as_integers():
     rows = [json.loads(line) for name in ("aime24", "aime25", "amc23") for line in (REPO / "data" / f"{name}.jsonl").open()]
     assert any(r["answer"].startswith("0") for r in rows) and any(r["answer"].endswith(".0") for r in rows)
-    golds = [ev.read_benchmark(name) for name in ("aime24", "aime25", "amc23")]
+    golds = [bm.read_benchmark(name) for name in ("aime24", "aime25", "amc23")]
     assert [g["answer"] for gs in golds for g in gs] == [r["answer"] for r in rows]  # used as given
     right = reward.score_batch([f"Answer: {r['answer_normalized']}" for r in rows], [r["answer"] for r in rows])
     wrong = reward.score_batch([f"Answer: {int(r['answer_normalized']) + 1}" for r in rows], [r["answer"] for r in rows])
@@ -140,7 +143,7 @@ def test_contest_golds_with_leading_zeros_and_floats_are_judged_as_integers():
 
 
 def test_math500_golds_match_themselves():
-    rows = ev.read_benchmark("math500")
+    rows = bm.read_benchmark("math500")
     assert len(rows) == 500
     results = reward.score_batch([rf"The answer is $\boxed{{{r['answer']}}}$." for r in rows], [r["answer"] for r in rows])
     assert [r["id"] for r, x in zip(rows, results) if not x.acc] == []
@@ -223,6 +226,53 @@ def test_evaluate_with_a_training_engine(tmp_path):
     assert (metrics["temperature"], metrics["top_p"], metrics["max_tokens"], metrics["num_problems"]) == (1.0, 0.7, 12, 3)
     assert engine.cfg.temperature == cfg.rollout.temperature and engine.cfg.max_response_len == cfg.rollout.max_response_len
     assert ev.evaluate(engine, tokenizer, problems, **kwargs) == metrics  # seeded
+
+
+# ----------------------------------------------------------------------------------------------
+# Settings: the flag, else the --sampling preset (temperature, top_p), else the config's `eval` section
+# ----------------------------------------------------------------------------------------------
+
+EVAL_SECTION = {"benchmarks": "aime24, amc23", "n": 3, "limit": 2, "temperature": 0.5, "top_p": 0.9, "max_tokens": 12}
+
+
+def resolved(argv, cfg):
+    run, settings = ev.resolve_args(ev.parse_args(argv), cfg)
+    return run.benchmarks, run.n, run.limit, settings["temperature"], settings["top_p"], settings["max_tokens"]
+
+
+def test_settings_come_from_the_config_unless_a_flag_or_preset_is_given():
+    cfg = config.from_dict({"eval": EVAL_SECTION})
+    assert resolved([], cfg) == (["aime24", "amc23"], 3, 2, 0.5, 0.9, 12)
+    flags = ["--benchmarks", "math500", "--n", "5", "--limit", "1", "--temperature", "0.8", "--top-p", "0.6", "--max-tokens", "7"]
+    assert resolved(flags, cfg) == (["math500"], 5, 1, 0.8, 0.6, 7)
+    assert resolved(["--sampling", "verl"], cfg)[3:5] == (1.0, 0.7)  # the preset over eval.temperature / eval.top_p
+    assert resolved(["--sampling", "paper"], cfg)[3:5] == (0.7, 1.0)
+    assert resolved(["--sampling", "verl", "--top-p", "0.95"], cfg)[3:5] == (1.0, 0.95)  # a flag over the preset
+    defaults = config.from_dict({})  # config.py's defaults are the paper's protocol
+    assert resolved([], defaults) == (["aime24", "aime25", "amc23"], 32, None, 0.7, 1.0, defaults.rollout.max_response_len)
+
+
+def test_a_bad_value_names_the_flag_or_config_key_it_came_from():
+    with pytest.raises(ev.EvalError, match=r"config key `eval.max_tokens` must be >= 1, got 0"):
+        ev.resolve_args(ev.parse_args([]), config.from_dict({"eval": {"max_tokens": 0}}))
+    with pytest.raises(ev.EvalError, match=r"--max-tokens must be >= 1, got 0"):
+        ev.resolve_args(ev.parse_args(["--max-tokens", "0"]), config.from_dict({"eval": {"max_tokens": 12}}))
+
+
+def test_eval_runs_with_the_config_eval_section_and_flags_override_it(tmp_path):
+    cfg_file = tmp_path / "tiny_eval.yaml"
+    cfg_file.write_text("base: tiny_qae.yaml\neval:\n  benchmarks: tiny/test.jsonl\n  n: 3\n  limit: 2\n"
+                        "  temperature: 0.5\n  max_tokens: 8\n")
+
+    def run(*flags):
+        ev.main(["--config", str(cfg_file), *flags, "--out", str(tmp_path / "out")])
+        (bench,) = json.loads((tmp_path / "out" / "results.json").read_text())["benchmarks"].values()
+        generations = [json.loads(line) for line in (tmp_path / "out" / "generations.jsonl").open()]
+        assert len(generations) == bench["metrics"]["n"] * bench["metrics"]["num_problems"]
+        return bench["metrics"]["n"], bench["metrics"]["num_problems"], bench["settings"]["temperature"], bench["settings"]["max_tokens"]
+
+    assert run() == (3, 2, 0.5, 8)  # 3 samples of 2 problems, as the config says
+    assert run("--n", "2", "--limit", "1", "--temperature", "1.0", "--max-tokens", "6") == (2, 1, 1.0, 6)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-r"""reward.py's mode="dapo" against verl's own outputs, and its bounds on adversarial input.
+r"""reward.py's mode="dapo" (reward_dapo.py) against verl's own outputs, and its bounds on adversarial input.
 
 VERL_CASES holds (response, ground_truth, acc, score, pred): each response and gold was written
 by hand (typical endings and the tricky ones: `Answer:` lines with $...$, \boxed, \text{},
@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reward
+import reward_dapo
 import verifier_pool
 from reward import RewardResult, score, score_batch
 
@@ -308,12 +308,12 @@ _TEXT = st.lists(st.sampled_from(["$", "\n", "{", "}", "a", " ", "\\text{", "\\t
 @settings(max_examples=300, deadline=None)
 @given(_TEXT)
 def test_line_rules_equal_their_regex_form(s):
-    assert reward._per_line(s, reward._first_math_span) == re.sub(
+    assert reward_dapo._per_line(s, reward_dapo._first_math_span) == re.sub(
         r"[^\n$]*\$([^\n$]*)\$.*", r"$\1$", s)
     for opener in ("\\text{", "\\textbf{", "\\overline{"):
-        assert reward._per_line(s, reward._unwrap_command, opener) == re.sub(
+        assert reward_dapo._per_line(s, reward_dapo._unwrap_command, opener) == re.sub(
             re.escape(opener) + r"([^}\n]*)\}", r"\1", s)
-    assert reward._per_line(s, reward._unwrap_boxed) == re.sub(r"\\boxed\{(.*)\}", r"\1", s)
+    assert reward_dapo._per_line(s, reward_dapo._unwrap_boxed) == re.sub(r"\\boxed\{(.*)\}", r"\1", s)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ offline and is what the configs expect, and the build script still produces a lo
 Runs on CPU in well under a minute; nothing is downloaded.
 """
 
+import doctest
 import json
 import re
 import subprocess
@@ -98,3 +99,11 @@ def test_make_tiny_quick(tmp_path):
         assert (out / name).read_bytes() == (TINY / name).read_bytes(), name
     assert "--quick" in (out / "README.md").read_text()
 
+
+
+def test_build_script_docstring_examples(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import make_tiny
+    import tiny_task
+
+    assert doctest.testmod(tiny_task).failed == 0 and doctest.testmod(make_tiny).failed == 0

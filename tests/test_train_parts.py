@@ -160,3 +160,30 @@ def test_without_dynamic_sampling_everything_is_kept(tiny_policy_dir, accelerato
     batch, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts,
                                                       data.PromptSampler(3, 0, False), step=1)
     assert gen_batches == 1 and batch.acc.sum(1).tolist() == [4, 0]
+
+
+def test_keep_rate_sizes_generation_batches_by_hand():
+    rate = batching.KeepRate()
+    assert rate.batch_size(needed=8, cap=32, world=1) == 32  # no history yet: the configured size
+    rate.update(kept=8, generated=16)  # keep rate 1/2
+    assert rate.batch_size(needed=8, cap=32, world=1) == 20  # 8 / 0.5 * 1.25
+    assert rate.batch_size(needed=3, cap=32, world=1) == 8  # ceil(3 / 0.5 * 1.25) = 8
+    assert rate.batch_size(needed=3, cap=32, world=3) == 9  # a multiple of the processes
+    assert rate.batch_size(needed=16, cap=32, world=1) == 32  # capped at gen_batch_size
+    rate.update(kept=0, generated=10)  # decays by 0.9: 7.2 kept of 24.4
+    assert (rate.kept, rate.generated) == pytest.approx((7.2, 24.4))
+    assert rate.batch_size(needed=2, cap=32, world=1) == 9  # ceil(2 / (7.2 / 24.4) * 1.25) = ceil(8.47)
+
+
+def test_adaptive_generation_batch_asks_for_what_is_still_needed(tiny_policy_dir, accelerator):
+    import data
+
+    cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.gen_batch_size=4", "trainer.mini_batch_size=2",
+                                "reward.overlong_buffer_len=0", "trainer.adaptive_gen_batch=true"])
+    tok, prompts, engine = scripted(tiny_policy_dir, correct=[2] * 12)  # every group is mixed: keep rate 1
+    rate = batching.KeepRate()
+    sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
+    _, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1, keep_rate=rate)
+    assert seen["sizes"] == [4] and rate.kept == rate.generated == 4  # the first batch: gen_batch_size
+    _, seen, _, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=2, keep_rate=rate)
+    assert seen["sizes"] == [3]  # 2 needed / rate 1 * 1.25 -> 3, not 4
