@@ -1,35 +1,56 @@
-"""Prompts in, micro-batches out: dataset loading and checks, the prompt template, a resumable
-seeded sampler, and token-budget micro-batching.
+"""Prompts in, micro-batches out: reading and checking the training file, the prompt template,
+the table of distinct prompts, a resumable seeded sampler, and token-budget micro-batching.
 
-Training data is a Hugging Face `datasets` source: a hub name (DAPO-Math-17k: problem in
-`prompt`, answer in `reward_model.ground_truth`) or a local .jsonl/.json/.parquet file. Columns
-are named in the config; dotted names reach into nested fields. Every row is checked before the
-model loads: a missing column or a row without an answer is an error naming the column and the
-row.
+Training data is a local .jsonl/.json/.parquet file or a Hugging Face hub dataset (DAPO-Math-17k:
+problem in `prompt`, answer in `reward_model.ground_truth`). Columns are named in the config;
+dotted names reach into nested fields. Every row is checked before the model loads: bad JSON, an
+empty file, a missing column, a row whose problem or answer is missing, blank or of the wrong
+type all raise DataError, one line naming the file, the line or row, and the fix.
+
+The hub copy of DAPO-Math-17k has ~1.79M rows: ~17.9k distinct prompts, each ~100 times. Loading
+keeps each distinct (problem, answer) once, tokenized once, plus one int per row naming it:
+
+    prompts[i] = unique[row_to_unique[i]]        len(prompts) = N kept rows, duplicates counted
+
+so `PromptSampler(len(prompts), ...)` draws row i with probability 1/N, i.e. distinct prompt u
+with probability count_u / N, exactly as over the full file (bench/bench_data_load.py). Shapes:
+N rows, U distinct prompts.
 
 Choices, numbered:
 1. A problem given as a list of chat messages (verl's DAPO parquet stores `prompt` that way,
    template already applied) is used as those messages; a string problem goes through
-   `data.prompt_template` (DAPO's template by default, QAE_SPEC section 7).
+   `data.prompt_template` (DAPO's template by default).
 2. Prompts longer than `data.max_prompt_len` tokens are dropped when loading (as verl's
-   `filter_overlong_prompts`), and the count is reported.
-3. Micro-batches are filled by a token budget, not a fixed count: sequences sorted by length,
+   `filter_overlong_prompts`); the count is reported in rows and in distinct prompts.
+3. Rows are deduplicated on (problem as chat messages, answer) and each distinct prompt is
+   tokenized once. The kept rows stay in file order, so `prompts[i]` is the Prompt the
+   row-by-row loader gave for row i, and a run (or a resumed one) draws the same prompts.
+4. Local files are read without `datasets`, and nothing is written to a cache: a parquet file
+   is streamed with pyarrow in record batches of only the two configured columns (the DAPO
+   file, ~1 GB of text decoded, is never held whole); a JSON file is parsed whole by Python's
+   json (pyarrow's JSON reader crashes on some valid files), so convert a big one to parquet.
+   Hub datasets go through `datasets.load_dataset`, then the same record batches.
+5. A problem must be a non-blank string or a non-empty list of chat messages, each with
+   non-blank string `content` (and a string `role`, "user" when absent); an answer a non-blank
+   string or a number, handed on as str(answer). Anything else is an error, never a silent str().
+6. Micro-batches are filled by a token budget, not a fixed count: sequences sorted by length,
    longest first, and cut into runs whose padded size (count x longest) fits the budget. On
    long-tailed reasoning-trace lengths this keeps padding small (bench/bench_padding.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
-LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
-
-
-class DataError(ValueError):
-    """Training data that cannot be used; the message names the file, column or row."""
+from data_files import (  # noqa: F401  (LOCAL_FORMATS, DataError, load_rows: re-exported for eval.py and train.py)
+    LOCAL_FORMATS, ArrowRows, DataError, check_batch, column_type, dotted_names, get_column, is_text, load_rows,
+)
 
 
 @dataclass
@@ -39,21 +60,55 @@ class Prompt:
     prompt_ids: list[int]  # the tokenized prompt the policy sees (chat template applied)
 
 
-def load_rows(source: str, split: str = "train"):
-    """A `datasets.Dataset` from a local file or, failing that, a hub dataset name."""
-    import datasets
+# ----------------------------------------------------------------------------------------------
+# Distinct prompts: keys, deduplication, tokenization (choices 1-3).
+# ----------------------------------------------------------------------------------------------
 
-    path = Path(source)
-    if path.suffix in LOCAL_FORMATS or path.is_absolute() or source.startswith("."):
-        if not path.is_file():
-            raise DataError(f"dataset file `{source}` not found (config key `data.train_files`)")
-        if path.suffix not in LOCAL_FORMATS:
-            raise DataError(f"dataset file `{source}` must end in one of {sorted(LOCAL_FORMATS)}")
-        return datasets.load_dataset(LOCAL_FORMATS[path.suffix], data_files=str(path), split="train")
-    try:
-        return datasets.load_dataset(source, split=split)
-    except Exception as e:  # offline, a typo, a private set: say which and why, in one line
-        raise DataError(f"cannot load dataset `{source}` from the hub ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+
+def length_prefixed(strings: pa.Array) -> pa.Array:
+    """"<byte length>:<string>" per row. A run of these splits back into its parts, so keys made
+    by concatenating them are equal only when the parts are, whatever characters they hold."""
+    strings = strings.cast(pa.string())
+    return pc.binary_join_element_wise(pc.binary_length(strings).cast(pa.string()), ":", strings, "")
+
+
+def row_keys(problem: pa.Array, answer: pa.Array) -> pa.Array:
+    """One string per row, equal exactly when the rows' chat messages and answers are equal: the
+    length-prefixed (role, content) of each message, then the length-prefixed answer."""
+    if is_text(problem.type):
+        return pc.binary_join_element_wise(length_prefixed(problem), length_prefixed(answer), "")
+    messages = pc.list_flatten(problem)
+    has_role = problem.type.value_type.get_field_index("role") >= 0
+    role = pc.struct_field(messages, "role") if has_role else pa.nulls(len(messages), pa.string())
+    message_keys = pc.binary_join_element_wise(length_prefixed(pc.fill_null(role, "user")),
+                                               length_prefixed(pc.struct_field(messages, "content")), "")
+    offsets = pc.subtract(problem.offsets, problem.offsets[0])  # a sliced batch's offsets start past 0
+    problem_keys = pc.binary_join(type(problem).from_arrays(offsets, message_keys), "")
+    return pc.binary_join_element_wise(problem_keys, length_prefixed(answer), "")
+
+
+def distinct_rows(rows: ArrowRows, data_cfg) -> tuple[list[tuple], np.ndarray]:
+    """Checks every row; returns the distinct (problem, answer) pairs as Python values, in order
+    of first appearance, and for every row the index of its pair: (U pairs, (N,) int64).
+    Keys are matched in pyarrow; only the U first appearances become Python objects."""
+    columns = list(dict.fromkeys(key.split(".")[0] for key in (data_cfg.prompt_key, data_cfg.answer_key)))
+    known = pa.array([], pa.string())  # (U,) key of each distinct pair seen so far
+    pairs, row_to_unique, offset = [], [], 0
+    for batch in rows.batches(columns):
+        problem, answer = get_column(batch, data_cfg.prompt_key), get_column(batch, data_cfg.answer_key)
+        check_batch(problem, answer, offset, rows.name, data_cfg)
+        encoded = row_keys(problem, answer).dictionary_encode()  # the batch's distinct keys, and a code per row
+        codes = encoded.indices.to_numpy()  # (batch rows,) index into encoded.dictionary
+        found = pc.index_in(encoded.dictionary, value_set=known)  # (batch keys,) index in `known`, null if new
+        new = found.is_null().to_numpy(zero_copy_only=False)  # (batch keys,)
+        key_to_unique = pc.fill_null(found, -1).to_numpy().astype(np.int64)  # (batch keys,)
+        key_to_unique[new] = len(known) + np.arange(new.sum())
+        first_rows = pa.array(np.unique(codes, return_index=True)[1][new])  # (new keys,) a row holding each
+        pairs += zip(problem.take(first_rows).to_pylist(), answer.take(first_rows).to_pylist())
+        known = pa.concat_arrays([known, encoded.dictionary.filter(pa.array(new))])
+        row_to_unique.append(key_to_unique[codes])  # (batch rows,)
+        offset += len(batch)
+    return pairs, np.concatenate(row_to_unique)
 
 
 def get_field(row: dict, dotted: str):
@@ -69,7 +124,7 @@ def get_field(row: dict, dotted: str):
 def build_messages(problem, template: str) -> list[dict]:
     """The chat messages of one prompt (choice 1 of the module docstring)."""
     if isinstance(problem, list) and all(isinstance(m, dict) and "content" in m for m in problem):
-        return [{"role": m.get("role", "user"), "content": str(m["content"])} for m in problem]
+        return [{"role": m.get("role") or "user", "content": str(m["content"])} for m in problem]
     return [{"role": "user", "content": template.replace("{problem}", str(problem))}]
 
 
@@ -80,32 +135,65 @@ def tokenize_prompt(tokenizer, messages: list[dict], chat_template: bool) -> lis
     return tokenizer("\n\n".join(m["content"] for m in messages), add_special_tokens=False)["input_ids"]
 
 
-def load_prompts(data_cfg, tokenizer) -> tuple[list[Prompt], int]:
-    """All usable prompts of `data.train_files`, and how many were dropped as too long."""
-    rows = load_rows(data_cfg.train_files)
+class PromptRows(Sequence):
+    """The kept rows of a training file as a read-only list of Prompts, each distinct prompt stored
+    once: row i is `unique[row_to_unique[i]]` (choice 3).
+
+    >>> rows = PromptRows([Prompt("1+1", "2", [5]), Prompt("2+2", "4", [6])], np.array([0, 1, 0]))
+    >>> len(rows), rows.num_unique, rows[2].problem, rows.counts.tolist()
+    (3, 2, '1+1', [2, 1])
+    """
+
+    def __init__(self, unique: list[Prompt], row_to_unique: np.ndarray, dropped_rows: int = 0, dropped_unique: int = 0):
+        self.unique = unique  # the distinct prompts, in order of first appearance
+        self.row_to_unique = row_to_unique  # (N,) index into `unique` of each kept row
+        self.dropped_rows = dropped_rows  # rows dropped as longer than data.max_prompt_len (choice 2)
+        self.dropped_unique = dropped_unique  # distinct prompts among them
+
+    @property
+    def num_unique(self) -> int:
+        return len(self.unique)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """(U,) rows of each distinct prompt: its multiplicity in the file."""
+        return np.bincount(self.row_to_unique, minlength=len(self.unique))
+
+    def __len__(self) -> int:
+        return len(self.row_to_unique)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.unique[u] for u in self.row_to_unique[i]]
+        return self.unique[self.row_to_unique[i]]  # numpy raises the IndexError that ends iteration
+
+
+def load_prompts(data_cfg, tokenizer) -> tuple[PromptRows, int]:
+    """The usable rows of `data.train_files` as a PromptRows, and how many rows were dropped as
+    too long. Every row is checked first; only the distinct prompts are tokenized."""
+    rows = ArrowRows(data_cfg.train_files)
+    if rows.num_rows == 0:
+        raise DataError(f"dataset `{data_cfg.train_files}` has no rows; give it one row per problem")
     for key in ("prompt_key", "answer_key"):
         column = getattr(data_cfg, key)
-        if column.split(".")[0] not in rows.column_names:
-            raise DataError(
-                f"dataset `{data_cfg.train_files}` has no column `{column}` (config key `data.{key}`); "
-                f"its columns are {rows.column_names}"
-            )
-    prompts, dropped = [], 0
-    for i, row in enumerate(rows):
-        problem, answer = get_field(row, data_cfg.prompt_key), get_field(row, data_cfg.answer_key)
-        if problem is None or (isinstance(problem, str) and not problem.strip()):
-            raise DataError(f"row {i} of `{data_cfg.train_files}` has no problem in column `{data_cfg.prompt_key}`")
-        if answer is None or not str(answer).strip():
-            raise DataError(f"row {i} of `{data_cfg.train_files}` has no answer in column `{data_cfg.answer_key}`")
+        if column_type(rows.schema, column) is None:
+            raise DataError(f"dataset `{data_cfg.train_files}` has no column `{column}` (config key `data.{key}`); "
+                            f"its columns are {dotted_names(rows.schema)}")
+    pairs, row_to_unique = distinct_rows(rows, data_cfg)  # U pairs, (N,)
+    unique, keep = [], np.zeros(len(pairs), dtype=bool)  # keep: (U,)
+    for u, (problem, answer) in enumerate(pairs):
         messages = build_messages(problem, data_cfg.prompt_template)
         ids = tokenize_prompt(tokenizer, messages, data_cfg.chat_template)
-        if len(ids) > data_cfg.max_prompt_len:
-            dropped += 1
-            continue
-        prompts.append(Prompt(problem=messages[-1]["content"], answer=str(answer), prompt_ids=ids))
-    if not prompts:
+        if len(ids) <= data_cfg.max_prompt_len:  # choice 2
+            keep[u] = True
+            unique.append(Prompt(problem=messages[-1]["content"], answer=str(answer), prompt_ids=ids))
+    if not unique:
         raise DataError(f"no prompt of `{data_cfg.train_files}` fits data.max_prompt_len = {data_cfg.max_prompt_len} tokens")
-    return prompts, dropped
+    new_index = np.cumsum(keep) - 1  # (U,) index among the kept distinct prompts
+    kept_rows = keep[row_to_unique]  # (N,)
+    dropped_rows = int(len(kept_rows) - kept_rows.sum())
+    prompts = PromptRows(unique, new_index[row_to_unique[kept_rows]].astype(np.int32), dropped_rows, int((~keep).sum()))
+    return prompts, dropped_rows
 
 
 class PromptSampler:
@@ -121,16 +209,16 @@ class PromptSampler:
         self.num_prompts, self.seed, self.shuffle = num_prompts, seed, shuffle
         self.epoch, self.pos = 0, 0
 
-    def _order(self) -> list[int]:
+    def _order(self) -> torch.Tensor:
         if not self.shuffle:
-            return list(range(self.num_prompts))
+            return torch.arange(self.num_prompts)
         g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        return torch.randperm(self.num_prompts, generator=g).tolist()
+        return torch.randperm(self.num_prompts, generator=g)
 
     def next(self, k: int) -> list[int]:
         out, order = [], self._order()
         while len(out) < k:
-            take = order[self.pos : self.pos + k - len(out)]
+            take = order[self.pos : self.pos + k - len(out)].tolist()  # a slice: no 1.79M-long Python list
             out += take
             self.pos += len(take)
             if self.pos == self.num_prompts:
@@ -143,6 +231,7 @@ class PromptSampler:
 
     def load_state_dict(self, state: dict) -> None:
         self.epoch, self.pos = state["epoch"], state["pos"]
+
 
 
 # ----------------------------------------------------------------------------------------------

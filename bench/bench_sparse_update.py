@@ -17,6 +17,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import config  # noqa: E402
 import train  # noqa: E402
+from batch import Batch  # noqa: E402
+from policy import Policy  # noqa: E402
 
 
 def make_model(vocab=2048, hidden=256, layers=4):
@@ -26,7 +28,7 @@ def make_model(vocab=2048, hidden=256, layers=4):
     cfg = Qwen3Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
                       num_attention_heads=hidden // 32, num_key_value_heads=2, head_dim=32, max_position_embeddings=512,
                       tie_word_embeddings=True)
-    return Qwen3ForCausalLM(cfg).float()
+    return Policy(Qwen3ForCausalLM(cfg).float())  # the module train.py's passes run through
 
 
 def make_batch(P=8, G=8, vocab=2048, nonzero=0.2):
@@ -37,16 +39,16 @@ def make_batch(P=8, G=8, vocab=2048, nonzero=0.2):
     adv = torch.zeros(P * G)
     live = torch.randperm(P * G, generator=g)[: round(nonzero * P * G)]
     adv[live] = torch.randn(len(live), generator=g)  # 80% exact zeros, as QAE at K = 0.4
-    batch = train.Batch([prompt[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
+    batch = Batch([prompt[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
                         torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool))
     return batch, adv
 
 
-def grads_of(cfg, accelerator, model, batch, adv, old, sparse: bool):
+def grads_of(cfg, accelerator, model, batch, adv, known, sparse: bool):
     cfg.trainer.sparse_update = sparse
     model.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
-    train.accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(len(adv))), pad_id=0)
+    train.accumulate_gradients(cfg, accelerator, model, batch, adv, dict(known), list(range(len(adv))), pad_id=0)
     elapsed = time.perf_counter() - t0
     return elapsed, [p.grad.clone() for p in model.parameters()]
 
@@ -60,15 +62,14 @@ def main():
                                 "data.max_prompt_len=512", "reward.overlong_buffer_len=0"])
     model = make_model()
     batch, adv = make_batch()
-    with torch.no_grad():  # old log-probs slightly off the current policy, so ratios vary
-        old, _ = train.old_logprobs(cfg, model, batch, pad_id=0)
-        old = [o + 0.05 * torch.randn(len(o)) for o in old]
+    known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(len(adv))), pad_id=0)
+    known = {i: (lp + 0.05 * torch.randn(len(lp)), ent) for i, (lp, ent) in known.items()}  # old log-probs off the policy: ratios vary
     print(f"{len(adv)} responses, {(adv == 0).float().mean().item():.0%} with zero advantage, "
           f"{sum(len(r) for r in batch.response_ids)} response tokens")
     times = {True: [], False: []}
     for _ in range(3):
         for sparse in (False, True):
-            elapsed, grads = grads_of(cfg, accelerator, model, batch, adv, old, sparse)
+            elapsed, grads = grads_of(cfg, accelerator, model, batch, adv, known, sparse)
             times[sparse].append(elapsed)
             if sparse:
                 skip_grads = grads

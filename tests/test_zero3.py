@@ -2,7 +2,7 @@
 plain process (no DeepSpeed).
 
 The twin forces what differs at scale:
-- several micro-batches per optimizer step (a 96-token budget): ZeRO-3 must add every
+- several micro-batches per optimizer step (an 88-token budget: one or two sequences each): ZeRO-3 must add every
   micro-batch's gradient, which it does only when each goes through the engine's forward;
 - unequal work on the two ranks (`perf/filler_passes` > 0): ranks with fewer micro-batches run
   zero-weighted passes, or the all-gathers of the busier rank hang;
@@ -34,7 +34,7 @@ LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--
 LAUNCH_FILE = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(REPO / "configs" / "accelerate" / "zero3.yaml"),
                "--num_processes", "2", "--mixed_precision", "no"]  # the tiny model trains in fp32
 TWIN = ["--config", "tiny_qae.yaml", "trainer.train_batch_size=8", "trainer.gen_batch_size=8", "trainer.mini_batch_size=4",
-        "rollout.n=4", "rollout.prompts_per_call=4", "trainer.adaptive_gen_batch=false", "trainer.micro_batch_max_tokens=96", "trainer.logprob_chunk_tokens=8",
+        "rollout.n=4", "rollout.prompts_per_call=4", "trainer.adaptive_gen_batch=false", "trainer.micro_batch_max_tokens=88", "trainer.logprob_chunk_tokens=8",
         "optim.lr=3e-4", "trainer.total_steps=2", "trainer.save_every=1", "trainer.keep_last=2",
         "eval.every=1", "eval.limit=3", "eval.n=2"]
 ENV = {**os.environ, "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
