@@ -18,8 +18,8 @@ response with its extracted answer and verdict, which `eval.py --rescore` reads 
 
 Choices, numbered:
 1. A benchmark is a bundled file by name (data/, its provenance in data/README.md), a local
-   .jsonl/.json/.parquet file, or a hub dataset `owner/name`; columns are checked before any
-   model loads.
+   .jsonl/.json/.parquet file, or a hub dataset `owner/name`; anything else is an error that
+   lists the bundled names. Columns, problems and answers are checked before any model loads.
 2. Prompts are built exactly as in training (data.build_messages, data.tokenize_prompt: the
    config's prompt template and chat template), but no problem is dropped for length
    (data.max_prompt_len does not apply): a benchmark is scored whole.
@@ -38,6 +38,8 @@ from pathlib import Path
 
 import config
 import data
+from data_files import ANSWER_FIX, PROBLEM_FIX
+from policy import is_hub_id
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BENCHMARKS = {  # name -> file in data/ (sources and answer formats: data/README.md)
@@ -78,15 +80,21 @@ def resolve_benchmark(name: str) -> str:
     """The source of a benchmark: a bundled file by name, a local file, or a hub dataset `owner/name`."""
     if name in BENCHMARKS:
         return str(DATA_DIR / BENCHMARKS[name])
-    path = Path(name)
+    path, formats = Path(name), "/".join(data.LOCAL_FORMATS)
+    bundled = f"the bundled benchmarks are {sorted(BENCHMARKS)}"
+    if path.is_dir():
+        raise EvalError(f"benchmark `{name}` is a directory; give one {formats} file in it, or one of {sorted(BENCHMARKS)}")
+    if path.is_file() and path.suffix not in data.LOCAL_FORMATS:
+        raise EvalError(f"benchmark file `{name}` must end in one of {sorted(data.LOCAL_FORMATS)}; convert it to JSON lines")
+    if path.is_file():
+        return name
     if path.suffix in data.LOCAL_FORMATS:
-        if not path.is_file():
-            raise EvalError(f"benchmark file `{name}` not found")
+        where = "" if path.is_absolute() else f" (relative to `{Path.cwd()}`)"
+        raise EvalError(f"benchmark file `{name}` not found{where}; {bundled}")
+    if "/" in name and is_hub_id(name):
         return name
-    if "/" in name and not path.exists():
-        return name
-    raise EvalError(f"unknown benchmark `{name}`: give one of {sorted(BENCHMARKS)}, "
-                    f"a {'/'.join(data.LOCAL_FORMATS)} file, or a hub dataset `owner/name`")
+    raise EvalError(f"unknown benchmark `{name}`: no bundled benchmark and no file has that name; give one of "
+                    f"{sorted(BENCHMARKS)}, a {formats} file, or a hub dataset `owner/name`")
 
 
 def read_benchmark(name: str, problem_key: str = "problem", answer_key: str = "answer", id_key: str = "id",
@@ -102,10 +110,29 @@ def read_benchmark(name: str, problem_key: str = "problem", answer_key: str = "a
     out = []
     for i, row in enumerate(rows):
         problem, answer, row_id = (data.get_field(row, key) for key in (problem_key, answer_key, id_key))
-        if problem is None or answer is None or not str(answer).strip():
-            raise EvalError(f"row {i} of benchmark `{name}` has no problem in `{problem_key}` or no answer in `{answer_key}`")
+        if not usable_problem(problem):
+            raise EvalError(f"row {i} of benchmark `{name}` has no usable problem in `{problem_key}` (got {problem!r:.60}); "
+                            f"{PROBLEM_FIX}")
+        if not usable_answer(answer):
+            raise EvalError(f"row {i} of benchmark `{name}` has no usable answer in `{answer_key}` (got {answer!r:.60}); "
+                            f"{ANSWER_FIX}")
         out.append({"id": str(i if row_id is None else row_id), "problem": problem, "answer": str(answer)})  # choice 3
     return out
+
+
+def usable_problem(problem) -> bool:
+    """A non-blank string, or a non-empty list of chat messages with non-blank string content (as data_files.py checks)."""
+    if isinstance(problem, list):
+        return bool(problem) and all(isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()
+                                     for m in problem)
+    return isinstance(problem, str) and bool(problem.strip())
+
+
+def usable_answer(answer) -> bool:
+    """A non-blank string or a number (not a bool, not NaN), as data_files.py checks."""
+    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
+        return False
+    return bool(answer.strip()) if isinstance(answer, str) else not (isinstance(answer, float) and math.isnan(answer))
 
 
 def tokenize_problems(rows: list[dict], data_cfg: config.DataConfig, tokenizer) -> list[Problem]:

@@ -12,7 +12,10 @@ complete, so a run killed at any moment leaves either the previous checkpoints o
 never half of one. `--resume` loads the policy from `model/` and the rest from
 `trainer_state.pt`; with the per-step sampling seeds (rollout.py), the resumed run then
 produces the same metrics as an uninterrupted one. A run resumes with the number of processes
-that wrote the checkpoint (DeepSpeed's optimizer shards are per rank).
+that wrote the checkpoint (DeepSpeed's optimizer shards are per rank). Before anything loads,
+`problem` checks a checkpoint whole (every file present, the state files readable, the
+safetensors headers matching the file sizes), so a damaged one is refused in one line that names
+the file and the previous checkpoint.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from policy import hf_model
+from policy import hf_model, model_dir_problem
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.pt"
@@ -41,6 +45,62 @@ def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
 def latest(output_dir: str | Path) -> Path | None:
     dirs = checkpoint_dirs(output_dir)
     return dirs[-1] if dirs else None
+
+
+def step_of(path: Path) -> int | None:
+    """The step of a checkpoint directory `step_000020`, or None for any other name."""
+    name = Path(path).name
+    return int(name[5:]) if name.startswith("step_") and name[5:].isdigit() else None
+
+
+def newest(output_dir: str | Path) -> Path | None:
+    """The newest checkpoint directory, complete or not: --resume must not skip a damaged one silently."""
+    root = Path(output_dir) / CHECKPOINTS
+    found = [p for p in root.glob("step_*") if p.is_dir() and step_of(p) is not None] if root.is_dir() else []
+    return max(found, key=step_of, default=None)
+
+
+def read_state_file(file: Path) -> tuple[object, str | None]:
+    """A .pt file memory-mapped (nothing big is read), or why it cannot be read. torch.save writes a
+    zip archive whose directory is at its end, so a truncated file is not a zip archive."""
+    if not zipfile.is_zipfile(file):
+        return None, f"is truncated or was not written by torch.save ({file.stat().st_size} bytes, no zip directory)"
+    try:
+        return torch.load(file, map_location="cpu", weights_only=False, mmap=True), None
+    except Exception as e:  # a damaged archive, a foreign pickle: say which file, in one line
+        lines = str(e).strip().splitlines()
+        return None, f"cannot be read ({type(e).__name__}: {lines[0][:120] if lines else ''})"
+
+
+def problem(path: Path) -> str | None:
+    """Why the checkpoint at `path` cannot be resumed, naming the file (relative to `path`); None
+    if it is whole. Reads only the state files (memory-mapped) and the safetensors headers."""
+    path = Path(path)
+    if not (path / STATE_FILE).is_file():
+        return f"{STATE_FILE} is missing"
+    state, why = read_state_file(path / STATE_FILE)
+    if why:
+        return f"{STATE_FILE} {why}"
+    if not isinstance(state, dict) or "step" not in state:
+        return f"{STATE_FILE} was not written by train.py"
+    for rank in range(state.get("world_size", 1)):
+        file = rank_file(path, rank)
+        why = "is missing" if not file.is_file() else read_state_file(file)[1]
+        if why:
+            return f"{file.name} {why}"
+    if not (path / "model").is_dir():
+        return "model/ is missing"
+    why = model_dir_problem(path / "model")
+    return f"model/{why}" if why else None
+
+
+def earlier(path: Path) -> Path | None:
+    """The newest whole checkpoint older than the one at `path`, in the same run, if any."""
+    path, step = Path(path), step_of(path)
+    if step is None or path.parent.name != CHECKPOINTS:
+        return None
+    older = [d for d in checkpoint_dirs(path.parent.parent) if step_of(d) < step]
+    return next((d for d in reversed(older) if problem(d) is None), None)
 
 
 def rng_state() -> dict:

@@ -392,7 +392,20 @@ def loads(text: str) -> Config:
     return from_dict(yaml.safe_load(text))
 
 
+def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """A bad command line ends like every other bad input: one `error:` line and exit code 2 (argparse
+    would print its usage first)."""
+
+    def error(message: str):
+        print(f"error: {message} (see {parser.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+    parser.error = error
+    return parser
+
+
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    one_line_errors(parser)
     parser.add_argument("--config", required=True, help="YAML file, or a bare name in configs/ (e.g. tiny_qae.yaml)")
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. algorithm.K=0.6")
 

@@ -28,7 +28,11 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
 class ConfigError(ValueError):
-    """A config that cannot run; the message names the key and how to fix it."""
+    """A config that cannot run; the message names the key and how to fix it. It is one line even
+    when it quotes the input (a key holding a newline prints as \\n)."""
+
+    def __init__(self, message: str):
+        super().__init__("\\n".join(message.splitlines()))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -51,9 +55,14 @@ def resolve_path(name: str, relative_to: Path | None = None) -> Path:
 
 def read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file `{path}` is not valid YAML: {str(e).splitlines()[0]}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"config file `{path}` is not valid YAML{where}: {what}; correct the syntax there") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file `{path}` cannot be read as UTF-8 text ({type(e).__name__}: {e}); save it as UTF-8") from None
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"config file `{path}` must hold a mapping of sections, got {type(data).__name__}")
     return data or {}
@@ -64,7 +73,9 @@ def read_chain(path: Path) -> tuple[dict, dict[str, str]]:
     chain, seen = [], []
     while True:
         if path.resolve() in seen:
-            raise ConfigError(f"config file `{path}` is its own base (`base:` chain {' -> '.join(map(str, seen))})")
+            chain_text = " -> ".join(map(str, [*seen, path.resolve()]))
+            raise ConfigError(f"config file `{path}` is its own base (`base:` chain {chain_text}); "
+                              "remove the `base:` line that closes the loop")
         seen.append(path.resolve())
         data = read_yaml(path)
         chain.append((path, data))
@@ -158,7 +169,7 @@ def coerce(value, tp, key: str):
         (inner,) = [x for x in args if x is not type(None)]
         return coerce(value, inner, key)
     if origin is Literal:
-        if value not in args:
+        if not any(value == a and type(value) is type(a) for a in args):  # `false` is not the 0 of Literal[0, 3]
             raise ConfigError(f"config key `{key}` must be one of {list(args)}, got {value!r}{suggest(str(value), [str(x) for x in args])}")
         return value
     if origin is tuple:

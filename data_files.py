@@ -185,7 +185,8 @@ def kind_clash(kinds: dict, path: str, value, at: str) -> str | None:
         return None
     first_kind, first_at = kinds.setdefault(path, (kind, at))
     if kind != first_kind:
-        return f"field `{path}` is a {kind} here but a {first_kind} on {first_at}"
+        article = lambda word: "an" if word[0] in "aeiou" else "a"  # noqa: E731
+        return f"field `{path}` is {article(kind)} {kind} here but {article(first_kind)} {first_kind} on {first_at}"
     if kind == "object":
         inner = [(f"{path}.{k}", v) for k, v in value.items()]
     else:

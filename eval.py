@@ -81,7 +81,7 @@ from benchmarks import (  # noqa: F401 - EvalError, Problem, load_benchmark, pas
 )
 from config import ConfigError
 from data import DataError
-from policy import load_policy, load_tokenizer
+from policy import ModelError, check_model, load_policy, load_tokenizer
 
 SAMPLING = {  # choice 1: (temperature, top_p)
     "paper": (0.7, 1.0),  # the paper's evaluation temperature (arXiv 2509.22611, section 5); top_p unstated
@@ -216,6 +216,7 @@ def periodic_eval(cfg: config.Config, accelerator, engine, tokenizer, eval_sets:
 def parse_args(argv=None) -> argparse.Namespace:
     """The flags as given; a setting left out is None here and comes from the config (resolve_args)."""
     p = argparse.ArgumentParser(description="pass@k of a model on math benchmarks (see the module docstring).")
+    config.one_line_errors(p)  # a bad flag is one `error:` line, exit code 2
     p.add_argument("--config", help="YAML file or bare name in configs/: its `eval` section gives the defaults of the "
                                     "flags below; also prompt and chat template, rollout backend, model (default: a "
                                     "checkpoint's own run config.yaml, else config.py's defaults, the Qwen3-8B-Base setting)")
@@ -338,9 +339,10 @@ def main(argv=None) -> None:
         run, settings = resolve_args(args, cfg)
         rows = {name: read_benchmark(name, run.problem_key, run.answer_key, run.id_key, run.split, run.limit)
                 for name in run.benchmarks}
-        tokenizer = load_tokenizer(settings["model"])
+        check_model(settings["model"], "--model" if args.model else "model.name_or_path")
+        tokenizer = load_tokenizer(settings["model"], cfg.data.chat_template)
         problems = {name: tokenize_problems(r, cfg.data, tokenizer) for name, r in rows.items()}
-    except (EvalError, ConfigError, DataError, OSError) as e:
+    except (EvalError, ConfigError, DataError, ModelError, OSError) as e:
         print(f"error: {e}".splitlines()[0], file=sys.stderr)
         sys.exit(2)
     from accelerate import Accelerator

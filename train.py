@@ -74,7 +74,7 @@ from data import DataError
 from eval import EvalError, load_eval_sets, periodic_eval
 from launch import check_hardware, check_launch, make_accelerator
 from logger import MetricsLogger, step_metrics
-from policy import Policy, chunk_tokens, hf_model, load_policy, load_tokenizer, plan_passes, response_logprobs
+from policy import ModelError, Policy, check_model, chunk_tokens, hf_model, load_policy, load_tokenizer, plan_passes, response_logprobs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -91,22 +91,35 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def resolve_resume(resume: str | None, output_dir: Path, world: int = 1) -> Path | None:
-    """The checkpoint to resume from; refuse to mix a new run into an old run's directory."""
-    found = checkpoint.latest(output_dir)
+    """The checkpoint to resume from, checked whole before anything loads; refuse to mix a new run
+    into an old run's directory."""
+    found = checkpoint.newest(output_dir)  # complete or damaged: a damaged one is named, not skipped
+    no_checkpoint = (f"trainer.output_dir `{output_dir}` holds an earlier run's metrics.jsonl but no checkpoint (that run "
+                     f"stopped before its first save), so nothing can be resumed; delete `{output_dir}` to start over, "
+                     "or set trainer.output_dir to a new directory")
     if resume is None:
-        if found is not None or (output_dir / "metrics.jsonl").exists():
-            where = f"checkpoints up to {found.name}" if found else "metrics of an earlier run"
-            raise ConfigError(f"trainer.output_dir `{output_dir}` already holds {where}; pass --resume to continue "
-                              "that run, or set trainer.output_dir to a new directory")
+        if found is not None:
+            raise ConfigError(f"trainer.output_dir `{output_dir}` already holds checkpoints up to {found.name}; pass --resume "
+                              "to continue that run, or set trainer.output_dir to a new directory")
+        if (output_dir / "metrics.jsonl").exists():
+            raise ConfigError(no_checkpoint)
         return None
     if resume == "latest":
         if found is None:
-            raise ConfigError(f"--resume: no checkpoint in `{output_dir / checkpoint.CHECKPOINTS}`")
+            raise ConfigError(f"--resume: {no_checkpoint}" if (output_dir / "metrics.jsonl").exists() else
+                              f"--resume: no checkpoint in `{output_dir / checkpoint.CHECKPOINTS}`; run without --resume "
+                              "to start a new run")
         path = found
     else:
         path = Path(resume)
-        if not (path / checkpoint.STATE_FILE).is_file():
+        if not (path / checkpoint.STATE_FILE).is_file() and not (path / "model").is_dir():
             raise ConfigError(f"--resume `{resume}` is not a checkpoint directory (no {checkpoint.STATE_FILE})")
+    problem = checkpoint.problem(path)
+    if problem:
+        previous = checkpoint.earlier(path)
+        fix = (f"resume from the previous checkpoint with `--resume {previous}`" if previous else
+               "there is no earlier checkpoint; set trainer.output_dir to a new directory to start over")
+        raise ConfigError(f"--resume: checkpoint `{path}` is damaged: {problem}; {fix}")
     if checkpoint.world_size(path) != world:
         raise ConfigError(f"--resume: checkpoint `{path}` was written by {checkpoint.world_size(path)} processes; "
                           f"resume it with as many (this launch has {world})")
@@ -279,10 +292,12 @@ def main(argv=None) -> None:
         resume_dir = resolve_resume(args.resume, out_dir, world)
         check_world(cfg, world)
         model_path = str(resume_dir / "model") if resume_dir else cfg.model.name_or_path
-        tokenizer = load_tokenizer(model_path)
-        prompts, dropped = data.load_prompts(cfg.data, tokenizer)
+        if not resume_dir:  # a checkpoint's model/ was checked with the rest of it
+            check_model(model_path, "model.name_or_path")
+        tokenizer = load_tokenizer(model_path, cfg.data.chat_template)
+        prompts, _ = data.load_prompts(cfg.data, tokenizer)
         eval_sets = load_eval_sets(cfg, tokenizer)
-    except (ConfigError, DataError, EvalError, OSError) as e:
+    except (ConfigError, DataError, EvalError, ModelError, OSError) as e:
         if os.environ.get("RANK", "0") == "0":  # every process fails alike; one message is enough
             print(f"error: {e}".splitlines()[0], file=sys.stderr)
         sys.exit(2)
@@ -314,7 +329,8 @@ def main(argv=None) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.yaml").write_text(config.dump(cfg))
     logger = MetricsLogger(out_dir, config.as_dict(cfg), start_step if resume_dir else None, accelerator.is_main_process, cfg.logging)
-    print(f"{len(prompts)} prompts ({dropped} dropped as longer than {cfg.data.max_prompt_len} tokens); "
+    print(f"{len(prompts)} prompt rows, {prompts.num_unique} distinct ({prompts.dropped_rows} rows, {prompts.dropped_unique} distinct, "
+          f"dropped as longer than {cfg.data.max_prompt_len} tokens); "
           f"{updates_per_step} optimizer steps per training step; starting at step {start_step}", file=sys.stderr)
 
     def evaluate(trained_steps: int) -> dict:  # choice 9: on the weights the sampler holds now

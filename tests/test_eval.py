@@ -253,8 +253,8 @@ def test_settings_come_from_the_config_unless_a_flag_or_preset_is_given():
 
 
 def test_a_bad_value_names_the_flag_or_config_key_it_came_from():
-    with pytest.raises(ev.EvalError, match=r"config key `eval.max_tokens` must be >= 1, got 0"):
-        ev.resolve_args(ev.parse_args([]), config.from_dict({"eval": {"max_tokens": 0}}))
+    with pytest.raises(config.ConfigError, match=r"config key `eval.max_tokens` must be null or >= 1, got 0"):
+        config.from_dict({"eval": {"max_tokens": 0}})  # the config itself is refused, before eval.py sees it
     with pytest.raises(ev.EvalError, match=r"--max-tokens must be >= 1, got 0"):
         ev.resolve_args(ev.parse_args(["--max-tokens", "0"]), config.from_dict({"eval": {"max_tokens": 12}}))
 
