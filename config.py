@@ -78,7 +78,7 @@ class DataConfig:
 @dataclass
 class RolloutConfig:
     backend: Literal["hf", "vllm"] = "vllm"
-    """Sampler: transformers `generate` (CPU, tests) or a colocated vLLM engine."""
+    """Sampler: the policy itself through rollout.py's HF loop (CPU, tests) or a colocated vLLM engine."""
     n: int = 16
     """G, responses sampled per prompt (the group of the group baseline)."""
     temperature: float = 1.0

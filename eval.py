@@ -32,11 +32,11 @@ Choices, numbered:
    number is written next to the settings it was measured under.
 2. Seeds: a generate call starting at problem i0 is seeded with seed + i0 * n. vLLM seeds
    response j of the call's l-th prompt with that + l*n + j = seed + i*n + j, so its samples do
-   not depend on --batch-size or the number of processes (up to batch-dependent numerics). HF
-   `generate` seeds once per call, so its samples do.
+   not depend on --batch-size or the number of processes (up to batch-dependent numerics). The HF
+   sampler seeds once per call, so its samples do.
 3. Several processes: problems are split into contiguous blocks, one per rank, padded to equal
    length by repeating a problem whose extra responses are dropped, so every rank makes the same
-   number of generate calls (HF generate under ZeRO-3 is collective). Each rank verifies its own
+   number of generate calls (HF sampling under ZeRO-3 is collective). Each rank verifies its own
    responses; records are gathered to every rank and sorted back into problem order.
 4. Response length counts tokens up to and including EOS; "truncated" = no EOS within
    max_tokens. A verifier timeout counts as incorrect and is counted in `timeouts`.

@@ -14,20 +14,20 @@ and, where the sampler reports them, its log-probabilities of the sampled tokens
 also reports the policy's own log-probs and entropies of the response (choice 4).
 
 Backends:
-- "hf" (here): transformers `generate` on the training model itself (CPU runs, tests, the
-  demo). No weight copy exists, so `sync_weights` and `sleep` have nothing to do.
+- "hf" (here): a sampling loop over the training model itself (CPU runs, tests, the demo; choice
+  5). No weight copy exists, so `sync_weights` and `sleep` have nothing to do.
 - "vllm" (`rollout_vllm.py`): a colocated vLLM engine, one per rank, holding its own copy of
   the weights, which `sync_weights` overwrites with the policy's; it reports `rollout_logp`.
 
 Choices, numbered:
 1. Token ids at or above len(tokenizer) are never sampled: Qwen pads its embedding past the
-   tokenizer, and those rows are untrained (HF: `suppress_tokens`; vLLM: rollout_vllm.py
-   choice 1).
+   tokenizer, and those rows are untrained (HF: `SuppressTokensLogitsProcessor`; vLLM:
+   rollout_vllm.py choice 1).
 2. Sampling is seeded per call from (trainer seed, step, global call index, generation batch),
    so a run is reproducible and a resumed run samples exactly what the uninterrupted one did.
 3. HF: one prefill per prompt, not G. `shared_prefill` encodes the P left-padded prompts, all but
-   their last column, once, and repeats that KV cache G times along the batch; `generate` then
-   continues from it with the G-fold expanded prompts, so its first forward is one token per
+   their last column, once, and repeats that KV cache G times along the batch; the sampling
+   loop continues from it with each prompt's last token, so its first forward is one token per
    row. Every row sees the logits it would have seen with `num_return_sequences=G` (to float
    rounding), so the sampling distribution is unchanged; only the prompt's compute is shared.
 4. HF: `policy_logp` and `policy_entropy`, one value per response token (EOS included, nothing
@@ -36,12 +36,18 @@ Choices, numbered:
    are not the log-probs of the distribution actually sampled (after choice 1 and top-k/top-p).
    They equal a separate forward of the policy on prompt + response to the rounding of the
    model's dtype (fp32: ~1e-5; bf16 decode and full-sequence kernels differ more), so the
-   trainer can reuse them instead of its own no-grad pass. They come from generate's raw logits
-   (`output_logits=True`), read and freed one step at a time; but generate keeps all of them
-   until it returns, T * P*G * V fp32 values (64 x 1,024 tokens at V = 151,936 is 40 GB): fine
-   for the small runs this backend is for, not for long responses on a large vocabulary. Set
-   `report_policy_logp = False` on the engine where nothing reads them (evaluation): generate
-   then keeps no logits and both fields stay None. vLLM leaves them None.
+   trainer can reuse them instead of its own no-grad pass. They come from each decoding step's
+   raw logits, which are dropped once read: no (T, B, V) tensor is ever kept. Set
+   `report_policy_logp = False` on the engine where nothing reads them (evaluation): both fields
+   then stay None. vLLM leaves them None.
+5. HF: our own decoding loop (`sample`), not transformers' `generate`, which spent about a fifth
+   of a call on per-step bookkeeping at this model size. It draws exactly what `generate` with
+   `do_sample=True` draws for the same seed and settings (one `torch.multinomial` over the batch
+   per step, finished rows continued with the pad id; tests/test_rollout_hf.py checks it token
+   for token), and reads only `rollout.temperature`, `top_k` and `top_p`: the model's own
+   generation config (a repetition penalty, say) never changes what the policy samples. Under
+   ZeRO-3 with several processes every forward is a collective, so each rank steps until the
+   rows of every rank are finished, as `generate` does with `synced_gpus`.
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
+from transformers import (LogitsProcessorList, SuppressTokensLogitsProcessor, TemperatureLogitsWarper,
+                          TopKLogitsWarper, TopPLogitsWarper)
+from transformers.integrations import is_deepspeed_zero3_enabled
 
 import loss
 
@@ -75,7 +84,7 @@ def concat(parts: list[Rollout]) -> Rollout:
 
 
 class HFRollout:
-    """Sampling with transformers `generate` on the training model (left-padded prompts)."""
+    """Sampling from the training model itself, left-padded prompts (choices 3-5)."""
 
     def __init__(self, model, tokenizer, rollout_cfg):
         self.model, self.tokenizer, self.cfg = model, tokenizer, rollout_cfg
@@ -99,38 +108,71 @@ class HFRollout:
         torch.manual_seed(seed)  # choice 2
         device = next(self.model.parameters()).device
         input_ids, attention_mask = left_pad(prompt_ids, self.pad_id)  # (P, L) each
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        L = input_ids.shape[1]
         was_training = self.model.training
         self.model.eval()
-        out = self.model.generate(
-            input_ids=input_ids.repeat_interleave(n, dim=0),  # (P*n, L) prompt-major: row i*n + j
-            attention_mask=attention_mask.repeat_interleave(n, dim=0),  # (P*n, L)
-            past_key_values=shared_prefill(self.model, input_ids, attention_mask, n),  # choice 3
-            do_sample=True,
-            temperature=self.cfg.temperature,
-            top_p=self.cfg.top_p,
-            top_k=self.cfg.top_k if self.cfg.top_k > 0 else None,
-            max_new_tokens=self.cfg.max_response_len,
-            eos_token_id=self.eos_ids,
-            pad_token_id=self.pad_id,
-            suppress_tokens=self.suppress,
-            use_cache=True,
-            output_logits=self.report_policy_logp,  # choice 4: raw logits, before suppression and T
-            return_dict_in_generate=True,
-        )
-        self.model.train(was_training)
-        tokens = out.sequences[:, L:]  # (P*n, T)
-        step_logits = list(out.logits or ())  # T tensors (P*n, V) fp32, or none
-        del out
+        try:
+            tokens, logp, entropy = sample(self.model, input_ids.to(device), attention_mask.to(device), n, self.cfg,
+                                           self.eos_ids, self.pad_id, self.suppress, self.report_policy_logp)
+        finally:
+            self.model.train(was_training)
         result = split_responses(tokens.tolist(), self.eos_ids)
-        if not step_logits:
+        if logp is None:
             return result
-        logp, entropy = logprobs_of_steps(step_logits, tokens, self.cfg.temperature)  # (P*n, T) each
         lengths = [len(r) for r in result.response_ids]
         result.policy_logp = [row[:k] for row, k in zip(logp.tolist(), lengths)]  # choice 4
         result.policy_entropy = [row[:k] for row, k in zip(entropy.tolist(), lengths)]
         return result
+
+
+def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int, cfg, eos_ids: list[int], pad_id: int,
+           suppress: list[int] | None, report_logp: bool):
+    """n responses per prompt, one token per step for every row (choice 5).
+
+    input_ids, attention_mask (P, L) left-padded -> tokens (P*n, T) prompt-major, pad after a
+    row's EOS; with report_logp, logp and entropy (P*n, T) fp32 from the raw logits (choice 4),
+    else None and None. T <= cfg.max_response_len: the loop stops once every row has ended.
+    """
+    rows = input_ids.shape[0] * n
+    cache = shared_prefill(model, input_ids, attention_mask, n)  # choice 3: all but the last column
+    mask = attention_mask.repeat_interleave(n, dim=0)  # (P*n, L), one column more per step
+    position = mask.sum(-1, keepdim=True) - 1  # (P*n, 1) of the last prompt token
+    step_ids = input_ids[:, -1:].repeat_interleave(n, dim=0)  # (P*n, 1) the column the cache lacks
+    warp = LogitsProcessorList([SuppressTokensLogitsProcessor(suppress, device=input_ids.device)] if suppress else [])
+    warp += [TemperatureLogitsWarper(cfg.temperature)] if cfg.temperature != 1.0 else []
+    warp += [TopKLogitsWarper(cfg.top_k)] if cfg.top_k > 0 else []
+    warp += [TopPLogitsWarper(cfg.top_p)] if cfg.top_p < 1.0 else []
+    eos = torch.tensor(eos_ids, device=input_ids.device)
+    done = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)  # (P*n,)
+    synced = is_deepspeed_zero3_enabled() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+    tokens, logps, entropies = [], [], []
+    for _ in range(cfg.max_response_len):
+        logits = model(input_ids=step_ids, attention_mask=mask, position_ids=position, past_key_values=cache,
+                       use_cache=True).logits[:, -1].float()  # (P*n, V)
+        token = torch.multinomial(warp(None, logits.clone()).softmax(dim=-1), num_samples=1).squeeze(1)  # (P*n,)
+        token = token.masked_fill(done, pad_id)
+        if report_logp:
+            logp, entropy = loss.token_logprobs(logits[:, None], token[:, None], cfg.temperature)  # (P*n, 1) each
+            logps.append(logp)
+            entropies.append(entropy)
+        tokens.append(token)
+        done |= torch.isin(token, eos)
+        if everyone_finished(done, synced):
+            break
+        step_ids, position = token[:, None], position + 1
+        mask = torch.cat([mask, mask.new_ones(rows, 1)], dim=1)
+    if not report_logp:
+        return torch.stack(tokens, dim=1), None, None
+    return torch.stack(tokens, dim=1), torch.cat(logps, dim=1), torch.cat(entropies, dim=1)
+
+
+def everyone_finished(done: torch.Tensor, synced: bool) -> bool:
+    """Every row has ended: on this process, or, when synced (ZeRO-3, where each forward is a
+    collective), on every process (choice 5)."""
+    if not synced:
+        return bool(done.all())
+    left = (~done).sum().to(torch.float32).reshape(1)  # rows still going on this rank
+    torch.distributed.all_reduce(left)
+    return left.item() == 0
 
 
 def left_pad(prompt_ids: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,10 +194,10 @@ def left_pad(prompt_ids: list[list[int]], pad_id: int) -> tuple[torch.Tensor, to
 
 def shared_prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int):
     """KV cache of each prompt without its last column, computed once and repeated n times along
-    the batch (row i*n + j holds prompt i), for `generate` to continue from (choice 3).
+    the batch (row i*n + j holds prompt i), for `sample` to continue from (choice 3).
 
     input_ids, attention_mask (P, L) left-padded -> a transformers Cache of P*n rows, L - 1 columns.
-    Positions are numbered as `generate` numbers them: cumsum of the mask - 1, 0 on padding.
+    Positions are numbered as transformers numbers them: cumsum of the mask - 1, 0 on padding.
     Always one forward, even for one-token prompts (left_pad), so ZeRO-3 ranks stay in step.
     """
     position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)  # (P, L)
@@ -164,22 +206,6 @@ def shared_prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     cache = out.past_key_values
     cache.batch_repeat_interleave(n)  # (P, L-1) -> (P*n, L-1) keys and values per layer
     return cache
-
-
-def logprobs_of_steps(step_logits: list[torch.Tensor], tokens: torch.Tensor, temperature: float):
-    """Log-prob and entropy of each generated token under softmax(logits / T), over the whole
-    vocabulary, one step at a time (loss.token_logprobs: the trainer's definition, choice 4).
-
-    step_logits: T tensors (B, V), the raw logits that chose tokens[:, t]; tokens (B, T) ->
-    logp (B, T), entropy (B, T) fp32. Each step's logits are released once used.
-    """
-    logps, entropies = [], []
-    for t in range(len(step_logits)):
-        logp, entropy = loss.token_logprobs(step_logits[t][:, None], tokens[:, t : t + 1], temperature)  # (B, 1)
-        step_logits[t] = None  # free this step's (B, V) before the next
-        logps.append(logp)
-        entropies.append(entropy)
-    return torch.cat(logps, dim=1), torch.cat(entropies, dim=1)  # (B, T)
 
 
 def split_responses(new_tokens: list[list[int]], eos_ids: list[int]) -> Rollout:

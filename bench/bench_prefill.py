@@ -1,6 +1,7 @@
 """Time of one 64-completion rollout call (8 prompts x 8 responses, at most 24 new tokens, the
-tiny policy) with one prefill per prompt (rollout.HFRollout.generate, rollout.py choice 3)
-against one prefill per response (`num_return_sequences`, the way it was sampled before).
+tiny policy) as rollout.HFRollout.generate makes it (one prefill per prompt, choice 3, then its
+own sampling loop, choice 5) against transformers' `generate` with one prefill per response
+(`num_return_sequences`, the way it was sampled at first).
 
 The new call also returns policy_logp and policy_entropy (choice 4); that work is in its time.
 The two are timed in alternation after one warm-up call each; the same seed gives the same

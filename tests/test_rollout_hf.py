@@ -1,11 +1,14 @@
-"""rollout.HFRollout: the shared prefill samples what one prefill per response did, and the
-sampling pass's own log-probs and entropies equal a plain forward of the policy.
+"""rollout.HFRollout: the shared prefill and the sampling loop sample what `generate` with one
+prefill per response did, and the sampling pass's own log-probs and entropies equal a plain
+forward of the policy.
 
 (a) policy_logp / policy_entropy vs a forward of prompt + response, one sequence at a time, no
 padding, through the trainer's own function (loss.token_logprobs): tiny/model and a random
 model whose padded vocabulary rows get ~6% of the mass, at T = 1.0 and 0.7.
 (b) first- and second-token frequencies over 4,000 samples vs the model's exact probabilities.
 (c) same seed -> same rollout; the responses of a group are not copies of each other.
+(d) the sampling loop draws, token for token, what transformers' `generate` draws from the same
+    shared prefill and seed, with temperature, top-k, top-p and suppressed ids in play.
 """
 
 import doctest
@@ -154,3 +157,37 @@ def test_report_policy_logp_off_samples_the_same_and_reports_nothing():
     bare = sampler.generate(prompts, n=2, seed=5)
     assert bare.response_ids == full.response_ids and bare.truncated == full.truncated
     assert bare.policy_logp is None and bare.policy_entropy is None
+
+
+# ----------------------------------------------------------------------------------------------
+# (d) the sampling loop draws what transformers' generate draws (rollout.py choice 5)
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def generate_reference(sampler: rollout.HFRollout, prompt_ids: list[list[int]], n: int, seed: int) -> list[list[int]]:
+    """The same call through transformers' `generate`, continuing from the same shared prefill."""
+    torch.manual_seed(seed)
+    input_ids, attention_mask = rollout.left_pad(prompt_ids, sampler.pad_id)  # (P, L)
+    cfg = sampler.cfg
+    out = sampler.model.eval().generate(
+        input_ids=input_ids.repeat_interleave(n, dim=0), attention_mask=attention_mask.repeat_interleave(n, dim=0),
+        past_key_values=rollout.shared_prefill(sampler.model, input_ids, attention_mask, n), do_sample=True,
+        temperature=cfg.temperature, top_p=cfg.top_p, top_k=max(0, cfg.top_k),
+        max_new_tokens=cfg.max_response_len, eos_token_id=sampler.eos_ids, pad_token_id=sampler.pad_id,
+        suppress_tokens=sampler.suppress)  # (P*n, L + T)
+    return rollout.split_responses(out[:, input_ids.shape[1] :].tolist(), sampler.eos_ids).response_ids
+
+
+@pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, -1, 1.0), (0.7, 20, 0.9), (1.3, 5, 1.0), (1.0, -1, 0.5)])
+@pytest.mark.parametrize("which", ["tiny/model", "random"])
+def test_sampling_loop_draws_what_generate_draws(which, temperature, top_k, top_p, tiny_policy_dir):
+    model, tokenizer = load(tiny_policy_dir if which == "random" else which)
+    sampler = engine(model, tokenizer, temperature)
+    sampler.cfg.top_k, sampler.cfg.top_p = top_k, top_p
+    assert sampler.suppress  # both models pad their vocabulary past the tokenizer: choice 1 is exercised
+    prompts = [prompt(tokenizer, p) for p in PROBLEMS]
+    for seed in (0, 1, 2):
+        ours = sampler.generate(prompts, n=4, seed=seed).response_ids
+        assert ours == generate_reference(sampler, prompts, n=4, seed=seed), (seed, temperature, top_k, top_p)
+    assert all(t < len(tokenizer) for r in ours for t in r)  # choice 1
