@@ -41,13 +41,15 @@ Choices, numbered:
    `report_policy_logp = False` on the engine where nothing reads them (evaluation): both fields
    then stay None. vLLM leaves them None.
 5. HF: our own decoding loop (`sample`), not transformers' `generate`, which spent about a fifth
-   of a call on per-step bookkeeping at this model size. It draws exactly what `generate` with
-   `do_sample=True` draws for the same seed and settings (one `torch.multinomial` over the batch
-   per step, finished rows continued with the pad id; tests/test_rollout_hf.py checks it token
-   for token), and reads only `rollout.temperature`, `top_k` and `top_p`: the model's own
-   generation config (a repetition penalty, say) never changes what the policy samples. Under
-   ZeRO-3 with several processes every forward is a collective, so each rank steps until the
-   rows of every rank are finished, as `generate` does with `synced_gpus`.
+   of a call on per-step bookkeeping at this model size and kept computing rows that had ended.
+   A row leaves the batch (and its KV cache) at its EOS, so later steps cost only the rows still
+   going. It draws exactly what `generate` with `do_sample=True` draws for the same seed and
+   settings: one `torch.multinomial` over all P*G rows per step, an ended row drawing its pad
+   id, so the random stream is consumed as there (tests/test_rollout_hf.py checks it token for
+   token). It reads only `rollout.temperature`, `top_k` and `top_p`: the model's own generation
+   config (a repetition penalty, say) never changes what the policy samples. Under ZeRO-3 with
+   several processes every forward is a collective, so each rank steps, keeping at least one
+   row, until the rows of every rank have ended, as `generate` does with `synced_gpus`.
 """
 
 from __future__ import annotations
@@ -126,43 +128,56 @@ class HFRollout:
 
 def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int, cfg, eos_ids: list[int], pad_id: int,
            suppress: list[int] | None, report_logp: bool):
-    """n responses per prompt, one token per step for every row (choice 5).
+    """n responses per prompt, one token per step for each row still going (choice 5).
 
-    input_ids, attention_mask (P, L) left-padded -> tokens (P*n, T) prompt-major, pad after a
-    row's EOS; with report_logp, logp and entropy (P*n, T) fp32 from the raw logits (choice 4),
-    else None and None. T <= cfg.max_response_len: the loop stops once every row has ended.
+    input_ids, attention_mask (P, L) left-padded -> tokens (P*n, T) prompt-major; with
+    report_logp, logp and entropy (P*n, T) fp32 from the raw logits (choice 4), else None and
+    None. What follows a row's EOS means nothing (split_responses cuts it). T <=
+    cfg.max_response_len: the loop stops once every row has ended.
     """
-    rows = input_ids.shape[0] * n
+    rows, T, device = input_ids.shape[0] * n, cfg.max_response_len, input_ids.device
     cache = shared_prefill(model, input_ids, attention_mask, n)  # choice 3: all but the last column
-    mask = attention_mask.repeat_interleave(n, dim=0)  # (P*n, L), one column more per step
-    position = mask.sum(-1, keepdim=True) - 1  # (P*n, 1) of the last prompt token
-    step_ids = input_ids[:, -1:].repeat_interleave(n, dim=0)  # (P*n, 1) the column the cache lacks
-    warp = LogitsProcessorList([SuppressTokensLogitsProcessor(suppress, device=input_ids.device)] if suppress else [])
+    mask = attention_mask.repeat_interleave(n, dim=0)  # (A, L) of the A rows still going, one column more per step
+    position = mask.sum(-1, keepdim=True) - 1  # (A, 1) of the last prompt token
+    step_ids = input_ids[:, -1:].repeat_interleave(n, dim=0)  # (A, 1) the column the cache lacks
+    warp = LogitsProcessorList([SuppressTokensLogitsProcessor(suppress, device=device)] if suppress else [])
     warp += [TemperatureLogitsWarper(cfg.temperature)] if cfg.temperature != 1.0 else []
     warp += [TopKLogitsWarper(cfg.top_k)] if cfg.top_k > 0 else []
     warp += [TopPLogitsWarper(cfg.top_p)] if cfg.top_p < 1.0 else []
-    eos = torch.tensor(eos_ids, device=input_ids.device)
-    done = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)  # (P*n,)
+    eos = torch.tensor(eos_ids, device=device)
+    going = torch.arange(rows, device=device)  # (A,) the rows still going, indices into the P*n
+    done = torch.zeros(rows, dtype=torch.bool, device=device)  # (P*n,)
     synced = is_deepspeed_zero3_enabled() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
-    tokens, logps, entropies = [], [], []
-    for _ in range(cfg.max_response_len):
+    tokens = torch.full((rows, T), pad_id, dtype=torch.long, device=device)  # (P*n, T)
+    logp, entropy = (torch.zeros(rows, T, device=device) for _ in range(2)) if report_logp else (None, None)
+    steps = 0
+    for t in range(T):
         logits = model(input_ids=step_ids, attention_mask=mask, position_ids=position, past_key_values=cache,
-                       use_cache=True).logits[:, -1].float()  # (P*n, V)
-        token = torch.multinomial(warp(None, logits.clone()).softmax(dim=-1), num_samples=1).squeeze(1)  # (P*n,)
-        token = token.masked_fill(done, pad_id)
+                       use_cache=True).logits[:, -1].float()  # (A, V)
+        # Every row draws, an ended one its pad id, as in `generate`: the random stream is consumed alike.
+        probs = torch.zeros(rows, logits.shape[1], device=device)  # (P*n, V)
+        probs[:, pad_id] = 1.0
+        probs[going] = warp(None, logits.clone()).softmax(dim=-1)
+        token = torch.multinomial(probs, num_samples=1).squeeze(1)[going]  # (A,)
+        tokens[going, t] = token
         if report_logp:
-            logp, entropy = loss.token_logprobs(logits[:, None], token[:, None], cfg.temperature)  # (P*n, 1) each
-            logps.append(logp)
-            entropies.append(entropy)
-        tokens.append(token)
-        done |= torch.isin(token, eos)
+            logp[going, t : t + 1], entropy[going, t : t + 1] = loss.token_logprobs(logits[:, None], token[:, None],
+                                                                                    cfg.temperature)  # (A, 1) each
+        done[going] |= torch.isin(token, eos)
+        steps = t + 1
         if everyone_finished(done, synced):
             break
+        keep = ~done[going]  # (A,) the rows that go on
+        keep[0] |= synced and not keep.any()  # a rank with nothing left keeps one row for ZeRO-3's collectives
+        if not keep.all():
+            going, keep = going[keep], keep.nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            mask, position, token = mask[keep], position[keep], token[keep]
         step_ids, position = token[:, None], position + 1
-        mask = torch.cat([mask, mask.new_ones(rows, 1)], dim=1)
+        mask = torch.cat([mask, mask.new_ones(len(going), 1)], dim=1)
     if not report_logp:
-        return torch.stack(tokens, dim=1), None, None
-    return torch.stack(tokens, dim=1), torch.cat(logps, dim=1), torch.cat(entropies, dim=1)
+        return tokens[:, :steps], None, None
+    return tokens[:, :steps], logp[:, :steps], entropy[:, :steps]
 
 
 def everyone_finished(done: torch.Tensor, synced: bool) -> bool:
