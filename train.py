@@ -172,12 +172,17 @@ def needs_old_pass(cfg, batch: Batch, adv: torch.Tensor, first: set[int]) -> lis
             or (batch.policy_logp is None and not (in_grad(i) and i in first))]
 
 
+def micro_batches(batch: Batch, ids: list[int], budget: int) -> list[list[int]]:
+    """The responses `ids` cut into micro-batches of at most `budget` prompt + response tokens (choice 2)."""
+    lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids]
+    return [[ids[j] for j in mb] for mb in data.token_budget_micro_batches(lens, budget)]
+
+
 @torch.no_grad()
 def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id: int) -> tuple[dict, int]:
     """Step 5: {response: (logp, entropy)} under the current (= sampling-time) policy for the
     responses `todo`, one no-grad pass; and the number of filler passes (choice 4)."""
-    micro = [[todo[j] for j in mb] for mb in data.token_budget_micro_batches(
-        [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in todo], cfg.trainer.micro_batch_max_tokens)]
+    micro = micro_batches(batch, todo, cfg.trainer.micro_batch_max_tokens)
     response_lens = [len(r) for r in batch.response_ids]
     passes = plan_passes(micro, response_lens, chunk_tokens(hf_model(model), cfg.trainer.logprob_chunk_tokens), accelerator, 0,
                          at_least_one=False)
@@ -226,8 +231,7 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict
     totals = accelerator.reduce(torch.tensor([lengths.sum().item(), len(idx), len(idx) / G], device=accelerator.device), "sum")
     weight_of = dict(zip(idx, loss.AGGREGATIONS[algo.loss_agg](lengths, group_tokens, loss.MiniBatchCounts(*totals.tolist()))))
     active = [i for i in idx if adv[i] != 0] if cfg.trainer.sparse_update else list(idx)
-    seq_lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in active]
-    micro = [[active[j] for j in mb] for mb in data.token_budget_micro_batches(seq_lens, cfg.trainer.micro_batch_max_tokens)]
+    micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)
     response_lens = {i: len(batch.response_ids[i]) for i in idx}
     passes = plan_passes(micro, response_lens, chunk_tokens(hf_model(model), cfg.trainer.logprob_chunk_tokens), accelerator, idx[0])
     sums = {"seq_tokens": 0.0, "slots": 0.0, "policy": 0.0, "micro_batches": len(micro),
