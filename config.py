@@ -202,6 +202,9 @@ class TrainerConfig:
     """Checkpoints kept on disk."""
     require_cuda: bool = False
     """Stop at once on a machine without CUDA GPUs (the paper-scale configs set it)."""
+    collective_timeout_min: float = 10.0
+    """Minutes a collective may wait for the slowest rank before NCCL's watchdog (gloo on a CPU) ends the
+    run; set on every process group the run creates (launch.py). 10 = NCCL's and DeepSpeed's default."""
 
 
 @dataclass
@@ -331,6 +334,8 @@ def validate(cfg: Config) -> Config:
     need(rollout.top_k == -1 or rollout.top_k >= 1, f"config key `rollout.top_k` must be -1 (off) or >= 1, got {rollout.top_k}")
     need(0 < rollout.gpu_memory_utilization < 1,
          f"config key `rollout.gpu_memory_utilization` must be in (0, 1), got {rollout.gpu_memory_utilization}")
+    need(trainer.collective_timeout_min > 0,
+         f"config key `trainer.collective_timeout_min` must be > 0 minutes, got {trainer.collective_timeout_min}")
     need(rollout.max_num_seqs >= 1, f"config key `rollout.max_num_seqs` must be >= 1, got {rollout.max_num_seqs}")
     need(0 < algo.clip_eps_low < 1, f"config key `algorithm.clip_eps_low` must be in (0, 1), got {algo.clip_eps_low}")
     need(algo.clip_eps_high > 0, f"config key `algorithm.clip_eps_high` must be > 0, got {algo.clip_eps_high}")

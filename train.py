@@ -72,7 +72,7 @@ from batch import Batch, DynamicSamplingError, KeepRate, collect_batch
 from config import ConfigError
 from data import DataError
 from eval import EvalError, load_eval_sets, periodic_eval
-from launch import check_hardware, check_launch, make_accelerator
+from launch import check_hardware, check_launch, make_accelerator, report_timeouts, stop
 from logger import MetricsLogger, step_metrics
 from policy import ModelError, Policy, check_model, chunk_tokens, hf_model, load_policy, load_tokenizer, plan_passes, response_logprobs
 
@@ -302,9 +302,7 @@ def main(argv=None) -> None:
         prompts, _ = data.load_prompts(cfg.data, tokenizer)
         eval_sets = load_eval_sets(cfg, tokenizer)
     except (ConfigError, DataError, EvalError, ModelError, OSError) as e:
-        if os.environ.get("RANK", "0") == "0":  # every process fails alike; one message is enough
-            print(f"error: {e}".splitlines()[0], file=sys.stderr)
-        sys.exit(2)
+        stop(str(e))  # one line on rank 0 (every process fails alike), exit code 2
     from accelerate.utils import gather_object, set_seed
 
     accelerator = make_accelerator(cfg)  # before the model loads: ZeRO-3 partitions it as it loads
@@ -321,6 +319,7 @@ def main(argv=None) -> None:
     scheduler = make_scheduler(optimizer, cfg.optim, trainer.total_steps * updates_per_step)
     engine = rollout.make_rollout(cfg.rollout, hf, tokenizer, max_model_len)  # before prepare: vLLM profiles memory first
     model, optimizer = accelerator.prepare(Policy(hf), optimizer)  # the log-prob forward runs through the engine
+    report_timeouts(cfg)  # every process group exists now: the timeout each holds
     sampler = data.PromptSampler(len(prompts), trainer.seed, cfg.data.shuffle)
     keep_rate = KeepRate()
     start_step = 0
