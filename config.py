@@ -89,9 +89,10 @@ class RolloutConfig:
     """Top-k sampling (-1 = off)."""
     max_response_len: int = 20480
     """Maximum new tokens per response; longer ones are truncated and flagged."""
-    gpu_memory_utilization: float = 0.70
+    gpu_memory_utilization: float | Literal["auto"] = 0.70
     """vLLM: fraction of accelerator memory its engine may hold (weights + KV cache) while the training
-    state stays resident (docs/gpu.md derives 0.70 for Qwen3-8B on 80 GiB cards)."""
+    state stays resident; auto = computed from the card's memory and the training state (gpu_memory.py,
+    docs/gpu.md's rule: 0.70 for Qwen3-8B on 8 x 80 GiB, 0.83 on 8 x 141 GiB)."""
     max_num_batched_tokens: int = 16384
     """vLLM: tokens per engine step (the chunked-prefill budget)."""
     max_num_seqs: int = 256
@@ -332,8 +333,8 @@ def validate(cfg: Config) -> Config:
     need(rollout.temperature > 0, f"config key `rollout.temperature` must be > 0, got {rollout.temperature}")
     need(0 < rollout.top_p <= 1, f"config key `rollout.top_p` must be in (0, 1], got {rollout.top_p}")
     need(rollout.top_k == -1 or rollout.top_k >= 1, f"config key `rollout.top_k` must be -1 (off) or >= 1, got {rollout.top_k}")
-    need(0 < rollout.gpu_memory_utilization < 1,
-         f"config key `rollout.gpu_memory_utilization` must be in (0, 1), got {rollout.gpu_memory_utilization}")
+    need(rollout.gpu_memory_utilization == "auto" or 0 < rollout.gpu_memory_utilization < 1,
+         f"config key `rollout.gpu_memory_utilization` must be in (0, 1) or auto, got {rollout.gpu_memory_utilization}")
     need(trainer.collective_timeout_min > 0,
          f"config key `trainer.collective_timeout_min` must be > 0 minutes, got {trainer.collective_timeout_min}")
     need(rollout.max_num_seqs >= 1, f"config key `rollout.max_num_seqs` must be >= 1, got {rollout.max_num_seqs}")

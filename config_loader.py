@@ -166,8 +166,17 @@ def coerce(value, tp, key: str):
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [x for x in args if x is not type(None)]
-        return coerce(value, inner, key)
+        inner = [x for x in args if x is not type(None)]
+        if len(inner) == 1:
+            return coerce(value, inner[0], key)
+        for option in inner:  # `float | Literal["auto"]`: the first type that takes the value
+            try:
+                return coerce(value, option, key)
+            except ConfigError:
+                pass
+        names = " or ".join(" or ".join(map(repr, typing.get_args(x))) if typing.get_origin(x) is Literal else _typename(x)
+                            for x in inner)
+        raise ConfigError(f"config key `{key}` must be {names}, got {value!r}")
     if origin is Literal:
         if not any(value == a and type(value) is type(a) for a in args):  # `false` is not the 0 of Literal[0, 3]
             raise ConfigError(f"config key `{key}` must be one of {list(args)}, got {value!r}{suggest(str(value), [str(x) for x in args])}")

@@ -61,6 +61,7 @@ from tqdm import tqdm
 
 import checkpoint
 import config
+import gpu_memory
 import reward
 import rollout
 from benchmarks import (  # noqa: F401 - EvalError, Problem, load_benchmark, pass_at_k: re-exported for train.py and forks
@@ -342,6 +343,7 @@ def main(argv=None) -> None:
         check_model(settings["model"], "--model" if args.model else "model.name_or_path")
         tokenizer = load_tokenizer(settings["model"], cfg.data.chat_template)
         problems = {name: tokenize_problems(r, cfg.data, tokenizer) for name, r in rows.items()}
+        cfg.rollout.gpu_memory_utilization = gpu_memory.resolve(cfg, settings["model"], training=False)  # `auto`
     except (EvalError, ConfigError, DataError, ModelError, OSError) as e:
         print(f"error: {e}".splitlines()[0], file=sys.stderr)
         sys.exit(2)

@@ -66,6 +66,7 @@ import advantage
 import checkpoint
 import config
 import data
+import gpu_memory
 import loss
 import rollout
 from batch import Batch, DynamicSamplingError, KeepRate, collect_batch
@@ -301,6 +302,7 @@ def main(argv=None) -> None:
         tokenizer = load_tokenizer(model_path, cfg.data.chat_template)
         prompts, _ = data.load_prompts(cfg.data, tokenizer)
         eval_sets = load_eval_sets(cfg, tokenizer)
+        cfg.rollout.gpu_memory_utilization = gpu_memory.resolve(cfg, model_path, world)  # `auto` sized from the card
     except (ConfigError, DataError, EvalError, ModelError, OSError) as e:
         stop(str(e))  # one line on rank 0 (every process fails alike), exit code 2
     from accelerate.utils import gather_object, set_seed
