@@ -15,7 +15,10 @@ produces the same metrics as an uninterrupted one. A run resumes with the number
 that wrote the checkpoint (DeepSpeed's optimizer shards are per rank). Before anything loads,
 `problem` checks a checkpoint whole (every file present, the state files readable, the
 safetensors headers matching the file sizes), so a damaged one is refused in one line that names
-the file and the previous checkpoint.
+the file and the previous checkpoint. A write that fails on any rank (a full disk, a read-only
+folder) raises `CheckpointError` on every rank, one line naming the folder and about how much a
+checkpoint needs; the temporary directory is removed and the previous checkpoints are untouched,
+so `--resume` continues from the newest of them.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from policy import hf_model, model_dir_problem
 
@@ -134,31 +139,117 @@ def sharded_optimizer(accelerator) -> bool:
     return accelerator.state.deepspeed_plugin is not None
 
 
-def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, scheduler, extra: dict, keep_last: int) -> Path:
-    """Write checkpoint `step` atomically and keep only the newest `keep_last`. Call on every rank."""
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written (a full disk, a read-only folder); the message is one line."""
+
+
+def tensor_bytes(obj) -> int:
+    """Bytes of the tensors in a (nested) state: about what torch.save or safetensors writes."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
+def disk_bytes(path: Path | None) -> int:
+    """Bytes of the files under `path` (0 for None)."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if path else 0
+
+
+def human(n: float) -> str:
+    """A size in MiB or GiB, one decimal."""
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
+def free_bytes(path: Path) -> int:
+    """Free space on the file system that holds `path` (or its nearest existing parent)."""
+    path = Path(path).resolve()
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def _attempt(write) -> str | None:
+    """Run `write`; the error it raises as one line, or None. An OSError (ENOSPC, EROFS, EACCES, ...), or
+    the RuntimeError torch.save's zip writer raises when the disk fills ("unexpected pos ...")."""
+    try:
+        write()
+        return None
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}" + (f" ({e.filename})" if e.filename else "")
+    except RuntimeError as e:
+        lines = str(e).strip().splitlines()
+        return f"{type(e).__name__}: {lines[0][:160] if lines else ''}"
+
+
+def _first_error(accelerator, error: str | None) -> str | None:
+    """Every rank's write agreed on: the first rank's error, or None if all succeeded (a collective)."""
+    if accelerator.num_processes == 1:
+        return error
+    from accelerate.utils import gather_object
+
+    errors = gather_object([error])  # one entry per rank, in rank order
+    return next((f"rank {i}: {e}" for i, e in enumerate(errors) if e), None)
+
+
+def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, scheduler, extra: dict,
+         keep_last: int) -> Path:
+    """Write checkpoint `step` atomically and keep only the newest `keep_last`. Call on every rank.
+
+    A write that fails on any rank (a full disk, a read-only folder) raises CheckpointError on every
+    rank, naming the folder and about how much a checkpoint needs, after the temporary directory is
+    removed; the previous checkpoints are untouched (old ones are deleted only after the new one is
+    complete). Before writing, too little free space for the last checkpoint's size prints a warning."""
     root = Path(output_dir) / CHECKPOINTS
     final, tmp = root / f"step_{step:06d}", root / f".tmp-step_{step:06d}"
     state_dict = accelerator.get_state_dict(model)  # consolidated full weights on rank 0 (a collective under ZeRO-3)
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    accelerator.wait_for_everyone()
     mine = {"rng": rng_state()}
     if sharded_optimizer(accelerator):
         mine["optimizer"] = optimizer.state_dict()  # this rank's partition
-    torch.save(mine, rank_file(tmp, accelerator.process_index))
-    accelerator.wait_for_everyone()
+    error = None
     if accelerator.is_main_process:
-        state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}  # policy.Policy holds the HF model as .model
-        hf_model(model).save_pretrained(tmp / "model", state_dict=state_dict, safe_serialization=True)
-        tokenizer.save_pretrained(tmp / "model")
+        state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}  # policy.Policy holds it as .model
         state = {"step": step, "scheduler": scheduler.state_dict(), "world_size": accelerator.num_processes, **extra}
         if not sharded_optimizer(accelerator):
             state["optimizer"] = optimizer.state_dict()
+        previous = latest(output_dir)
+        estimate = tensor_bytes(state_dict) + tensor_bytes(state) + accelerator.num_processes * tensor_bytes(mine)
+        need = disk_bytes(previous) or estimate  # the last checkpoint's size, else the tensors about to be written
+        sized = f"a checkpoint needs about {human(need)}" + (f" (the size of {previous.name})" if previous
+                                                                       else "")
+        free = free_bytes(root)
+        if free < need:
+            tqdm.write(f"warning: {human(free)} free in `{root}`, {sized}; writing {final.name} anyway",
+                       file=sys.stderr)  # a line of its own next to train.py's progress bar
+        error = _attempt(lambda: (shutil.rmtree(tmp, ignore_errors=True), tmp.mkdir(parents=True)))
+    error = _first_error(accelerator, error)  # every rank waits for the directory
+    if error is None:
+        error = _first_error(accelerator, _attempt(lambda: torch.save(mine, rank_file(tmp, accelerator.process_index))))
+
+    def commit():
+        hf_model(model).save_pretrained(tmp / "model", state_dict=state_dict, safe_serialization=True)
+        tokenizer.save_pretrained(tmp / "model")
         torch.save(state, tmp / STATE_FILE)
         _fsync_tree(tmp)
         shutil.rmtree(final, ignore_errors=True)
         os.rename(tmp, final)  # the commit point
+
+    if error is None:
+        error = _first_error(accelerator, _attempt(commit) if accelerator.is_main_process else None)
+    if error is not None:
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+            sized += f", {human(free_bytes(root))} free now"
+        kept = [d.name for d in checkpoint_dirs(output_dir)]
+        raise CheckpointError(f"checkpoint {final.name} could not be written in `{root}` ({error}); "
+                              + (f"{sized}; " if accelerator.is_main_process else "")
+                              + (f"{', '.join(kept)} kept: free space there (or move the run to a larger disk), "
+                                 "then continue with --resume" if kept else "no earlier checkpoint: free space there "
+                                 "(or give trainer.output_dir on a larger disk) and start again"))
+    if accelerator.is_main_process:
         for old in checkpoint_dirs(output_dir)[:-keep_last]:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()

@@ -409,8 +409,11 @@ def main(argv=None) -> None:
 
         # Checkpoint.
         if (trainer.save_every and step % trainer.save_every == 0) or step == trainer.total_steps:
-            checkpoint.save(out_dir, step, accelerator, model, tokenizer, optimizer, scheduler,
-                            {"sampler": sampler.state_dict(), "keep_rate": dataclasses.asdict(keep_rate)}, trainer.keep_last)
+            try:
+                checkpoint.save(out_dir, step, accelerator, model, tokenizer, optimizer, scheduler,
+                                {"sampler": sampler.state_dict(), "keep_rate": dataclasses.asdict(keep_rate)}, trainer.keep_last)
+            except checkpoint.CheckpointError as e:  # a full disk, a read-only folder: one line, exit code 1
+                stop(f"at step {step}: {e}", code=1)
     logger.close()
     accelerator.wait_for_everyone()
     accelerator.end_training()  # also tears down the process group

@@ -39,15 +39,17 @@ def test_auto_from_the_card_size(qwen3_8b, card_gib, expected, capsys):
     value = gpu_memory.resolve(paper(), "Qwen/Qwen3-8B-Base", world=8, total_bytes=card_gib * GiB, size=qwen3_8b)
     assert value == expected
     line = capsys.readouterr().err.strip()
-    assert line.startswith(f"rollout.gpu_memory_utilization: auto = {expected:.2f} = ({card_gib:.1f} GiB card - 20.1 GiB")
+    assert line.startswith(f"rollout.gpu_memory_utilization: auto = {expected:.2f} = ({card_gib:.1f} GiB card - "
+                           "20.1 GiB")
     assert len(line.splitlines()) == 1
 
 
 def test_resident_side_by_hand(qwen3_8b):
     n, _ = qwen3_8b
     assert gpu_memory.resident_bytes(n, 8, paper()) == pytest.approx(18 * n / 8 + 1e9 + 2 * GiB)
-    assert gpu_memory.resident_bytes(n, 8, paper("deepspeed.grad_accum_fp32=false")) == pytest.approx(16 * n / 8 + 1e9 + 2 * GiB)
-    assert gpu_memory.resident_bytes(n, 8, paper("deepspeed.offload_optimizer=cpu")) == pytest.approx(2 * n / 8 + 1e9 + 2 * GiB)
+    bf16_grads, offload = paper("deepspeed.grad_accum_fp32=false"), paper("deepspeed.offload_optimizer=cpu")
+    assert gpu_memory.resident_bytes(n, 8, bf16_grads) == pytest.approx(16 * n / 8 + 1e9 + 2 * GiB)
+    assert gpu_memory.resident_bytes(n, 8, offload) == pytest.approx(2 * n / 8 + 1e9 + 2 * GiB)
     assert gpu_memory.resident_bytes(n, 8, paper(), training=False) == 2 * GiB  # eval.py: the policy stays on the CPU
     # 16 GPUs halve the state: (80 - (18 x n / 16 + 1e9 B + 2 GiB) / GiB - 3.5) / 80 = 0.8124 -> 0.81
     assert gpu_memory.fraction(80 * GiB, n, 16, paper()) == 0.81
@@ -60,7 +62,7 @@ def test_numbers_pass_through_and_auto_needs_a_gpu(qwen3_8b):
     import torch
 
     if not torch.cuda.is_available():
-        with pytest.raises(ConfigError, match="auto, which sizes vLLM from the GPU's memory, and this machine has no CUDA"):
+        with pytest.raises(ConfigError, match="auto, which sizes vLLM from the GPU's memory, and this machine has no"):
             gpu_memory.resolve(paper(), "x", 8, size=qwen3_8b)
 
 
@@ -81,7 +83,8 @@ def test_the_parameter_count_comes_from_the_model_config():
 def test_config_takes_auto_or_a_fraction():
     assert config.from_dict({}, ["rollout.gpu_memory_utilization=auto"]).rollout.gpu_memory_utilization == "auto"
     assert config.from_dict({}, ["rollout.gpu_memory_utilization=0.8"]).rollout.gpu_memory_utilization == 0.8
-    for bad, message in (("Auto", "must be float or 'auto', got 'Auto'"), ("1.2", "must be in (0, 1) or auto, got 1.2")):
+    for bad, message in (("Auto", "must be float or 'auto', got 'Auto'"),
+                         ("1.2", "must be in (0, 1) or auto, got 1.2")):
         with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
             config.from_dict({}, [f"rollout.gpu_memory_utilization={bad}"])
 

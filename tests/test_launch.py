@@ -108,12 +108,13 @@ def test_a_stale_default_config_is_refused_naming_the_file_the_field_and_the_fix
     import launch
 
     default = tmp_path / "default_config.yaml"
-    env = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2"}
+    env = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_USE_DEEPSPEED": "true",
+           "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2"}
     stops, _ = launch.launch_problems(tiny("deepspeed.zero_stage=3"), env, cli(), default, gpus=None)
     assert stops == [f"`deepspeed_config.zero_stage` in `{default}` (accelerate's default config, read by every "
-                     "`accelerate launch` without --config_file) sets ACCELERATE_DEEPSPEED_ZERO_STAGE=2, but config key "
-                     "`deepspeed.zero_stage` gives 3; the training YAML decides: edit or delete that file, or launch with "
-                     "--config_file configs/accelerate/zero3.yaml"]
+                     "`accelerate launch` without --config_file) sets ACCELERATE_DEEPSPEED_ZERO_STAGE=2, but config "
+                     "key `deepspeed.zero_stage` gives 3; the training YAML decides: edit or delete that file, or "
+                     "launch with --config_file configs/accelerate/zero3.yaml"]
     # the same value given on the command line is the command line's, with its own fix
     stops, _ = launch.launch_problems(tiny("deepspeed.zero_stage=3"), env, cli("--zero_stage", "2"), default, None)
     assert stops[0].startswith("the launch command's --zero_stage sets ACCELERATE_DEEPSPEED_ZERO_STAGE=2")
@@ -134,7 +135,8 @@ def test_mixed_precision_and_process_count_against_the_yaml_and_the_node(tmp_pat
     stops, _ = launch.launch_problems(bf16_model, bf16, cli("--config_file", str(file)), file, gpus=8)
     assert stops == [f"`num_processes` in `{file}` starts 2 process(es) on this node, which has 8 GPUs; edit that "
                      "file, or pass --num_processes 8"]
-    assert launch.launch_problems(bf16_model, bf16, cli("--config_file", str(file), "--num_processes", "2"), file, 8)[0] == []
+    asked = cli("--config_file", str(file), "--num_processes", "2")
+    assert launch.launch_problems(bf16_model, bf16, asked, file, 8)[0] == []
     assert launch.launch_problems(bf16_model, {**bf16, "LOCAL_WORLD_SIZE": "9"}, None, None, gpus=8)[0] != []
     dynamo = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_DYNAMO_BACKEND": "INDUCTOR"}
     assert "torch.compile" in launch.launch_problems(tiny(), dynamo, None, None, None)[0][0]
@@ -144,16 +146,18 @@ def test_fields_the_yaml_overrides_are_notes_not_errors(tmp_path):
     import launch
 
     file = tmp_path / "launch.yaml"
-    env = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3",
-           "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4", "ACCELERATE_GRADIENT_CLIPPING": "1.0"}
+    env = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_USE_DEEPSPEED": "true",
+           "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4",
+           "ACCELERATE_GRADIENT_CLIPPING": "1.0"}
     stops, notes = launch.launch_problems(tiny("model.dtype=bfloat16", "deepspeed.zero_stage=3"), env,
                                           cli("--config_file", str(file)), file, None)
     assert stops == [] and len(notes) == 2
     assert notes[0] == f"mixed_precision no (`mixed_precision` in `{file}`): model.dtype bfloat16 decides"
-    assert notes[1].startswith(f"gradient_accumulation_steps 4 (`deepspeed_config.gradient_accumulation_steps` in `{file}`)")
+    assert notes[1].startswith(f"gradient_accumulation_steps 4 (`deepspeed_config.gradient_accumulation_steps` in "
+                               f"`{file}`)")
     multi_gpu = {"ACCELERATE_MIXED_PRECISION": "no"}  # a MULTI_GPU launch config next to zero_stage 3
-    stops, notes = launch.launch_problems(tiny("deepspeed.zero_stage=3"), multi_gpu, cli("--config_file", str(file)), file,
-                                          None)
+    stops, notes = launch.launch_problems(tiny("deepspeed.zero_stage=3"), multi_gpu, cli("--config_file", str(file)),
+                                          file, None)
     assert stops == [] and notes[0].startswith(f"the launch asks for no DeepSpeed (`distributed_type` in `{file}`)")
 
 
@@ -172,9 +176,9 @@ def test_plain_launch_with_a_stale_default_config_stops_in_one_line(tmp_path, ki
     default.parent.mkdir(parents=True)
     default.write_text("compute_environment: LOCAL_MACHINE\n" + STALE[kind] + "machine_rank: 0\nnum_machines: 1\n"
                        "num_processes: 2\nuse_cpu: false\n")
-    proc = subprocess.run([*ACCELERATE, "train.py", "--config", "tiny_qae.yaml", f"trainer.output_dir={tmp_path / 'run'}"],
-                          cwd=REPO, env={**ENV, "HF_HOME": str(tmp_path / "hf")}, capture_output=True, text=True,
-                          timeout=300)
+    command = [*ACCELERATE, "train.py", "--config", "tiny_qae.yaml", f"trainer.output_dir={tmp_path / 'run'}"]
+    proc = subprocess.run(command, cwd=REPO, env={**ENV, "HF_HOME": str(tmp_path / "hf")}, capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode != 0
     lines = proc.stderr.splitlines()
     ours = [x for x in lines if x.startswith("error: ")]
