@@ -55,6 +55,14 @@ Departures and choices, numbered:
 7. The group std is the unbiased one (divides by G - 1), as verl's GRPO advantage and the authors'
    patch; the paper's appendix analysis writes the population variance p(1 - p). The two differ
    by the constant factor sqrt(G / (G - 1)), 1.033 at G = 16.
+8. Where the quantile is taken (`algorithm.quantile_of`). `shaped` (the reproduction default) takes
+   it over the shaped rewards, as verl adds the overlong penalty to the score before the advantage:
+   with 7 overlong failures at -1.5, 3 plain failures at -1 and 6 successes (G = 16, K = 0.4) the
+   baseline is -1.5 and the plain failures get +0.42, a positive advantage for a wrong answer.
+   `verdict` takes it over the verifier's score alone (the penalty subtracted) and keeps the penalty
+   in r, so the gate is exact: a wrong response never gets A > 0, and only a correct response's own
+   overlong penalty can make its A < 0. The std is the shaped rewards' in both. `gate_violations`
+   counts the responses on the wrong side of the gate.
 """
 
 from __future__ import annotations
@@ -186,6 +194,7 @@ def compute_advantages(
     mask: str | None = None,
     acc: torch.Tensor | None = None,
     baseline: str | None = None,
+    penalty: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Group-relative advantages A = (r - b) / (sigma + eps), shape (P, G) -> (P, G).
 
@@ -202,6 +211,9 @@ def compute_advantages(
             the mask defines each response's baseline (module docstring, item 5).
         acc: (P, G) bool, the verifier's verdicts; needed by a mask (success/failure and p).
         baseline: a name in BASELINES; None = "quantile" when K is given, else "mean".
+        penalty: (P, G) the overlong penalty included in `rewards`, or None. Given, the baseline is
+            taken over the verdict scores `rewards - penalty` and the penalty stays in r
+            (`algorithm.quantile_of: verdict`, choice 8); None takes it over `rewards` (`shaped`).
 
     >>> r = torch.tensor([[1., -1., -1., -1.], [1., 1., 1., -1.]])
     >>> compute_advantages(r, K=0.4)  # hard prompt: success rewarded; easy: failure penalised
@@ -236,13 +248,16 @@ def compute_advantages(
         if baseline != "quantile":
             raise ValueError(f"mask={mask!r} is an ablation of the quantile baseline and sets each response's "
                              f"baseline itself; pass baseline=None or 'quantile', got {baseline!r}")
+    if penalty is not None and penalty.shape != rewards.shape:
+        raise ValueError(f"penalty must have the shape of rewards {tuple(rewards.shape)}, got {tuple(penalty.shape)}")
     reward = rewards.float()  # (P, G)
     P, G = reward.shape
     if G == 1:  # as verl: a lone response has baseline 0 and std 1
         return reward.clone()  # (P, 1)
 
     if mask is None:
-        b = BASELINES[baseline](reward, K, quantile_rule)  # (P, 1)
+        verdict = reward if penalty is None else reward - penalty.to(reward)  # (P, G); the score the gate reads
+        b = BASELINES[baseline](verdict, K, quantile_rule)  # (P, 1)
     else:  # paper section 5.3, Eqs. 7-8: POS-MASK / NEG-MASK
         acc = acc.to(reward.device).bool()  # (P, G)
         hard = hard_prompts(acc, K)[:, None]  # (P, 1)
@@ -268,6 +283,18 @@ def dynamic_sampling_keep(acc: torch.Tensor) -> torch.Tensor:
     """
     acc = acc.bool()  # (P, G)
     return acc.any(dim=1) & ~acc.all(dim=1)  # (P,)
+
+
+def gate_violations(adv: torch.Tensor, acc: torch.Tensor) -> float:
+    """Fraction of responses on the wrong side of QAE's gate: wrong ones with A > 0 plus correct
+    ones with A < 0 (choice 8). (P, G) each -> float.
+
+    >>> gate_violations(torch.tensor([[0.42, 0.], [2., -1.]]), torch.tensor([[0, 0], [1, 0]]))  # a wrong +0.42
+    0.25
+    """
+    acc = acc.bool()  # (P, G)
+    wrong_side = (~acc & (adv > 0)) | (acc & (adv < 0))  # (P, G)
+    return wrong_side.float().mean().item()
 
 
 def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, regime_K: float) -> dict[str, float]:

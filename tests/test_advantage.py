@@ -298,3 +298,54 @@ def test_entropy_by_sign_weighted_means_give_overall_mean_and_ranks_add():
     assert sum(counts) == 1000 and min(counts) > 0
     weighted = sum(means[s] * n for s, n in zip(("pos", "neg", "zero"), counts)) / sum(counts)
     assert weighted == pytest.approx(h.mean().item(), rel=1e-14, abs=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# The gate: where the quantile is taken (algorithm.quantile_of) and the responses on its wrong side.
+# ----------------------------------------------------------------------------------------------
+
+
+def overlong_group():
+    """G = 16: 7 overlong failures (score -1, penalty -0.5), 3 plain failures, 6 successes."""
+    score = torch.tensor([[-1.0] * 10 + [1.0] * 6])  # (1, 16)
+    penalty = torch.tensor([[-0.5] * 7 + [0.0] * 9])  # (1, 16)
+    return score + penalty, penalty, score > 0
+
+
+def test_shaped_quantile_gives_a_wrong_answer_a_positive_advantage_and_verdict_does_not():
+    reward, penalty, acc = overlong_group()
+    shaped = advantage.compute_advantages(reward, K=0.4)  # b = the 7th smallest of the shaped rewards, -1.5
+    # mean -7.5/16; sum of squared deviations 21.234375; std sqrt(21.234375 / 15) = 1.18981
+    std = math.sqrt(21.234375 / 15)
+    assert shaped[0, 7:10].tolist() == pytest.approx([0.5 / (std + 1e-6)] * 3, abs=1e-6)
+    assert shaped[0, 7].item() == pytest.approx(0.42, abs=5e-3)
+    assert advantage.gate_violations(shaped, acc) == pytest.approx(3 / 16)
+    verdict = advantage.compute_advantages(reward, K=0.4, penalty=penalty)  # b over the scores: -1
+    assert verdict[0, 7:10].tolist() == [0.0, 0.0, 0.0]
+    assert verdict[0, :7].tolist() == pytest.approx([-0.5 / (std + 1e-6)] * 7, abs=1e-6)  # the penalty stays
+    assert verdict[0, 10:].tolist() == pytest.approx([2.0 / (std + 1e-6)] * 6, abs=1e-6)
+    assert advantage.gate_violations(verdict, acc) == 0.0
+
+
+@pytest.mark.parametrize("K", [0.2, 0.4, 0.6, 0.8])
+def test_the_gate_at_G8_holds_for_right_continuous_and_breaks_for_linear(K):
+    """tiny_qae.yaml's G = 8: K * 7 is not whole, so at one success count the linear rule lands between
+    -1 and +1 and both classes move (two regimes at once); the right-continuous rule always lands on a
+    reward, so one class keeps A = 0, on the side p <= 1 - K says. Neither puts a sign on the wrong side."""
+    both_move = []
+    for correct in range(1, 8):
+        reward = torch.tensor([[1.0] * correct + [-1.0] * (8 - correct)])
+        acc = reward > 0
+        right = advantage.compute_advantages(reward, K=K, quantile_rule="right_continuous")  # (1, 8)
+        hard = bool(advantage.hard_prompts(acc, K))
+        assert (right[~acc] == 0).all() if hard else (right[acc] == 0).all()
+        linear = advantage.compute_advantages(reward, K=K)
+        assert advantage.gate_violations(right, acc) == advantage.gate_violations(linear, acc) == 0.0
+        if (linear != 0).all():
+            both_move.append(correct)
+    assert both_move == [8 - (math.floor(K * 7) + 1)]  # K = 0.4: 5 of 8 correct, b = -1 + 0.8 * 2 = 0.6
+
+
+def test_penalty_shape_is_checked():
+    with pytest.raises(ValueError, match="penalty must have the shape"):
+        advantage.compute_advantages(torch.zeros(2, 4), K=0.4, penalty=torch.zeros(2, 3))
