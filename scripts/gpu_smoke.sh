@@ -2,7 +2,8 @@
 # GPU smoke test: short real runs of train.py on one GPU that exercise what breaks at scale, with the
 # figures docs/gpu.md asks for, before a paper-scale run.
 #
-#   bash scripts/gpu_smoke.sh                # on an NVIDIA GPU; about 6 minutes on one H200 (an estimate, not yet timed)
+#   bash scripts/gpu_smoke.sh                # on an NVIDIA GPU; about 6 minutes on one H200 (an estimate, not yet timed;
+#                                            # each run is stopped after SMOKE_RUN_TIMEOUT, 300 s)
 #   SMOKE_CPU=1 bash scripts/gpu_smoke.sh    # the same runs on a CPU with 2-layer models: checks this script only
 #
 # What it checks, in order:
@@ -42,8 +43,15 @@
 # Exit status: 0 when every check that ran passed; 1 otherwise (or when the environment is unfit).
 # Settings: PYTHON (default .venv/bin/python if present, else python3), SMOKE_WORK (models and runs,
 # default /tmp/qae_gpu_smoke), SMOKE_RESULTS (logs and summary, default $SMOKE_WORK/results),
-# SMOKE_DTYPE (default bfloat16 on a GPU, float32 on a CPU), SMOKE_RUN_TIMEOUT (seconds per run,
-# default 300 on a GPU, 1800 on a CPU), SMOKE_PORT (first of three free TCP ports, default 29531).
+# SMOKE_DTYPE (default bfloat16 on a GPU, float32 on a CPU), SMOKE_VLLM=0 (skip the vLLM runs even where
+# vLLM imports: what a GPU machine without vLLM runs), SMOKE_RUN_TIMEOUT (seconds per run, default 300 on
+# a GPU, 1800 on a CPU), SMOKE_PORT (first of three free TCP ports, default 29531).
+#
+# On a GPU machine without network that has torch, transformers and accelerate but not DeepSpeed (what a
+# borrowed machine usually holds; checked on CPU with transformers 5.17.0 and accelerate 1.15.0, no vLLM,
+# no datasets): build the wheels with scripts/gpu_wheels.sh where pip works, carry .whl/ there, then
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+#   PYTHON=python3 bash scripts/gpu_smoke.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -71,13 +79,18 @@ except ImportError:
 if os.environ["SMOKE_CPU"] != "1" and not torch.cuda.is_available():
     sys.exit(f"gpu_smoke: no CUDA GPU visible (torch {torch.__version__}: torch.cuda.is_available() is False). "
              "Run it on a GPU machine, or SMOKE_CPU=1 to check the script itself on a CPU.")
-missing = [m for m in ("accelerate", "transformers", "datasets", "yaml", "sympy", "tqdm") if importlib.util.find_spec(m) is None]
-if missing:
-    sys.exit(f"gpu_smoke: missing Python packages {missing}: install requirements.txt first (this script installs nothing)")
+missing = [m for m in ("accelerate", "transformers", "yaml", "sympy", "tqdm", "safetensors", "pyarrow", "matplotlib") if importlib.util.find_spec(m) is None]
+if missing:  # datasets is not needed: train.py imports it only for parquet files and hub sets
+    sys.exit(f"gpu_smoke: missing Python packages {missing}: install requirements.txt, or carry wheels "
+             "(scripts/gpu_wheels.sh); this script installs nothing")
 print(f"python {sys.version.split()[0]}, torch {torch.__version__} (CUDA {torch.version.cuda})")
 print(", ".join(f"{p} {md.version(p)}" for p in ("accelerate", "transformers")), "(requirements.txt pins 1.16.0, 5.19.0)")
 have = {}
 for name in ("deepspeed", "vllm"):
+    if name == "vllm" and os.environ.get("SMOKE_VLLM", "1") == "0":
+        print("vllm not tried (SMOKE_VLLM=0)")
+        have[name] = 0
+        continue
     try:
         module = __import__(name)
         print(f"{name} {module.__version__}")
@@ -217,7 +230,10 @@ work, results, dtype, total = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3],
 cpu = os.environ["SMOKE_CPU"] == "1"
 TOL = 0.02 if dtype in ("bfloat16", "float16") else 1e-3  # 16-bit: 2^-8 rounding per op; fp32: tests/test_zero3.py sees 1e-5
 LOGP_WARN = 0.05 if dtype in ("bfloat16", "float16") else 1e-3  # judgement: mean |logp_trainer - logp_vllm| of a synced engine
-failed, rows = [], {}
+failed, rows, table, gaps = [], {}, [], {}
+keys = ["time/sync", "time/rollout", "time/reward", "time/old_logp", "time/update", "time/step", "perf/peak_mem_gb",
+        "perf/gen_tokens_per_s", "perf/train_tokens_per_s"]
+heads = ["sync s", "rollout s", "reward s", "old_logp s", "update s", "step s", "peak GB", "gen tok/s", "upd tok/s"]
 
 
 def check(ok: bool, what: str) -> None:
@@ -244,10 +260,16 @@ for name in ("zero3_hf", "plain_hf", "vllm_scale", "vllm_dynamic"):
     used = [int(x) for x in smi.read_text().split() if x.isdigit()] if smi.exists() else []
     print(f"\n{name}: exit status {code}{' (124: stopped by SMOKE_RUN_TIMEOUT)' if code == 124 else ''}, wall {wall} s"
           + (f", nvidia-smi peak {max(used) / 1024:.2f} GiB in use" if used else ""))
-    keys = ["time/sync", "time/rollout", "time/reward", "time/old_logp", "time/update", "time/step", "perf/peak_mem_gb"]
-    print("  step " + "".join(f"{k.split('/')[1]:>10}" for k in keys))
+    timeout = re.search(r"^(collective timeout: .*|warning: trainer.collective_timeout_min .*)$",
+                        (results / f"{name}.log").read_text(errors="replace"), re.M)
+    print(f"  process groups: {timeout.group(1) if timeout else 'no timeout line (one plain process: no process group)'}")
+    print("  step " + "".join(f"{h:>11}" for h in heads))
     for r in rows[name]:
-        print(f"  {r['step']:>4} " + "".join(f"{r[k]:>10.2f}" if k in r else f"{'-':>10}" for k in keys))
+        print(f"  {r['step']:>4} " + "".join(f"{r[k]:>11.2f}" if k in r else f"{'-':>11}" for k in keys))
+    last = rows[name][-1] if rows[name] else {}
+    table.append(f"| {name} | {wall} | " + " | ".join(f"{last[k]:.2f}" if k in last else "-" for k in keys)
+                 + (f" | {max(used) / 1024:.2f} | " if used else " | - | "))
+    table[-1] += (re.sub(r"^collective timeout: ", "", timeout.group(1)) if timeout else "no process group") + " |"
     steps = sum(r.get("time/step", 0.0) for r in rows[name])
     print(f"  steps {steps:.0f} s; start-up, final checkpoint, shut-down {wall - steps:.0f} s")
     check(code == 0 and len(rows[name]) > 0, f"{name}: train.py finished (log: {results / (name + '.log')})")
@@ -265,7 +287,7 @@ if "zero3_hf" in rows and "plain_hf" in rows and rows["zero3_hf"] and rows["plai
     same = samples["zero3_hf"] == samples["plain_hf"]
     check(same, f"same samples: {len(samples['zero3_hf'])} responses, identical: {same}")
     for key in ("optim/grad_norm", "loss/policy"):
-        gap = rel(z[key], p[key])
+        gap = gaps[key] = rel(z[key], p[key])
         check(gap <= TOL or abs(z[key] - p[key]) <= 1e-6,
               f"{key}: ZeRO-3 {z[key]:.6g}, plain {p[key]:.6g}, relative gap {gap:.2e} (tolerance {TOL:g} for {dtype})")
     print(f"  (micro-batches: ZeRO-3 {z['perf/micro_batches']}, plain {p['perf/micro_batches']}; "
@@ -315,6 +337,13 @@ for name in ("vllm_scale", "vllm_dynamic"):
               f"+ KV cache {kv_gib:.2f} ({per_token // 1024} KiB/token) + the rest {util * total_gib - weights_gib - kv_gib:.2f} GiB "
               "(activations, CUDA graphs, buffers: docs/gpu.md assumes ~3 GiB for Qwen3-8B)")
 
+print("\n-- the table for docs/gpu.md's Measured section (each run's last step; seconds, GB, tokens/s)")
+print("| run | wall s | " + " | ".join(heads) + " | nvidia-smi peak GiB | process-group timeout |")
+print("|---" * (len(heads) + 4) + "|")
+print("\n".join(table))
+if gaps:
+    print(f"ZeRO-3 vs plain, step 1: optim/grad_norm relative gap {gaps['optim/grad_norm']:.2e}, "
+          f"loss/policy {gaps['loss/policy']:.2e} ({dtype})")
 print(f"\nwhole script {total} s")
 print("RESULT: " + ("every check passed" if not failed else f"{len(failed)} check(s) FAILED: " + "; ".join(failed)))
 sys.exit(1 if failed else 0)
