@@ -68,7 +68,7 @@ Departures and choices, numbered:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -381,8 +381,8 @@ def covariance_sums(logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
     equals `entropy_covariance` of the concatenated tokens.
     """
     rows = [torch.ones_like(adv, dtype=torch.bool), adv > 0, adv < 0]
-    l, a = logp.double(), adv.double()
-    return torch.stack([torch.stack([(l * a)[m].sum(), l[m].sum(), a[m].sum(), m.sum().double()]) for m in rows])
+    lp, a = logp.double(), adv.double()
+    return torch.stack([torch.stack([(lp * a)[m].sum(), lp[m].sum(), a[m].sum(), m.sum().double()]) for m in rows])
 
 
 def entropy_covariance_from_sums(sums: torch.Tensor) -> dict[str, float]:

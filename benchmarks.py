@@ -83,9 +83,11 @@ def resolve_benchmark(name: str) -> str:
     path, formats = Path(name), "/".join(data.LOCAL_FORMATS)
     bundled = f"the bundled benchmarks are {sorted(BENCHMARKS)}"
     if path.is_dir():
-        raise EvalError(f"benchmark `{name}` is a directory; give one {formats} file in it, or one of {sorted(BENCHMARKS)}")
+        raise EvalError(f"benchmark `{name}` is a directory; give one {formats} file in it, "
+                        f"or one of {sorted(BENCHMARKS)}")
     if path.is_file() and path.suffix not in data.LOCAL_FORMATS:
-        raise EvalError(f"benchmark file `{name}` must end in one of {sorted(data.LOCAL_FORMATS)}; convert it to JSON lines")
+        raise EvalError(f"benchmark file `{name}` must end in one of {sorted(data.LOCAL_FORMATS)}; "
+                        "convert it to JSON lines")
     if path.is_file():
         return name
     if path.suffix in data.LOCAL_FORMATS:
@@ -111,17 +113,18 @@ def read_benchmark(name: str, problem_key: str = "problem", answer_key: str = "a
     for i, row in enumerate(rows):
         problem, answer, row_id = (data.get_field(row, key) for key in (problem_key, answer_key, id_key))
         if not usable_problem(problem):
-            raise EvalError(f"row {i} of benchmark `{name}` has no usable problem in `{problem_key}` (got {problem!r:.60}); "
-                            f"{PROBLEM_FIX}")
+            raise EvalError(f"row {i} of benchmark `{name}` has no usable problem in `{problem_key}` "
+                            f"(got {problem!r:.60}); {PROBLEM_FIX}")
         if not usable_answer(answer):
-            raise EvalError(f"row {i} of benchmark `{name}` has no usable answer in `{answer_key}` (got {answer!r:.60}); "
-                            f"{ANSWER_FIX}")
+            raise EvalError(f"row {i} of benchmark `{name}` has no usable answer in `{answer_key}` "
+                            f"(got {answer!r:.60}); {ANSWER_FIX}")
         out.append({"id": str(i if row_id is None else row_id), "problem": problem, "answer": str(answer)})  # choice 3
     return out
 
 
 def usable_problem(problem) -> bool:
-    """A non-blank string, or a non-empty list of chat messages with non-blank string content (as data_files.py checks)."""
+    """A non-blank string, or a non-empty list of chat messages with non-blank string content
+    (as data_files.py checks)."""
     if isinstance(problem, list):
         return bool(problem) and all(isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()
                                      for m in problem)

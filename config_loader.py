@@ -62,7 +62,8 @@ def read_yaml(path: Path) -> dict:
         what = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"config file `{path}` is not valid YAML{where}: {what}; correct the syntax there") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"config file `{path}` cannot be read as UTF-8 text ({type(e).__name__}: {e}); save it as UTF-8") from None
+        raise ConfigError(f"config file `{path}` cannot be read as UTF-8 text ({type(e).__name__}: {e}); "
+                          "save it as UTF-8") from None
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"config file `{path}` must hold a mapping of sections, got {type(data).__name__}")
     return data or {}
@@ -174,12 +175,13 @@ def coerce(value, tp, key: str):
                 return coerce(value, option, key)
             except ConfigError:
                 pass
-        names = " or ".join(" or ".join(map(repr, typing.get_args(x))) if typing.get_origin(x) is Literal else _typename(x)
-                            for x in inner)
+        names = " or ".join(" or ".join(map(repr, typing.get_args(x))) if typing.get_origin(x) is Literal
+                            else _typename(x) for x in inner)
         raise ConfigError(f"config key `{key}` must be {names}, got {value!r}")
     if origin is Literal:
         if not any(value == a and type(value) is type(a) for a in args):  # `false` is not the 0 of Literal[0, 3]
-            raise ConfigError(f"config key `{key}` must be one of {list(args)}, got {value!r}{suggest(str(value), [str(x) for x in args])}")
+            raise ConfigError(f"config key `{key}` must be one of {list(args)}, "
+                              f"got {value!r}{suggest(str(value), [str(x) for x in args])}")
         return value
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):

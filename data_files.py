@@ -46,7 +46,8 @@ def local_path(source: str) -> Path | None:
     if not path.is_file():
         raise DataError(f"dataset file `{source}` not found (config key `data.train_files`)")
     if path.suffix not in LOCAL_FORMATS:
-        raise DataError(f"dataset file `{source}` must end in one of {sorted(LOCAL_FORMATS)}; convert it to JSON lines or parquet")
+        raise DataError(f"dataset file `{source}` must end in one of {sorted(LOCAL_FORMATS)}; "
+                        "convert it to JSON lines or parquet")
     if path.stat().st_size == 0:
         raise DataError(f"dataset file `{source}` is empty; write one JSON object per line, or a parquet table")
     return path
@@ -111,7 +112,8 @@ def read_json(path: Path) -> pa.Table:
             columns[name] = pa.array(values)
         except (pa.ArrowException, ValueError, TypeError, OverflowError, RecursionError) as e:
             raise DataError(first_bad_value(path, name, values, where)
-                            or f"field `{name}` of `{path}` cannot be read ({one_line(e)}); give each field one type") from None
+                            or f"field `{name}` of `{path}` cannot be read ({one_line(e)}); "
+                               "give each field one type") from None
     return pa.table(columns)
 
 
@@ -120,27 +122,32 @@ def json_rows(path: Path) -> tuple[list[dict], list[str]]:
     text = path.read_bytes()
     if text.lstrip()[:1] == b"[":  # one JSON array of objects?
         try:
-            doc = json.loads(text.decode("utf-8-sig"), object_pairs_hook=object_without_repeats, parse_constant=no_constant)
+            doc = json.loads(text.decode("utf-8-sig"), object_pairs_hook=object_without_repeats,
+                             parse_constant=no_constant)
         except (ValueError, RecursionError):
             doc = None  # then read it as JSON lines, to name the bad line
         if isinstance(doc, list):
             for i, row in enumerate(doc):
                 if not isinstance(row, dict):
-                    raise DataError(f"item {i} of the JSON array in `{path}` is not an object; make every item a {{...}} object")
+                    raise DataError(f"item {i} of the JSON array in `{path}` is not an object; "
+                                    "make every item a {...} object")
             return doc, [f"item {i}" for i in range(len(doc))]
     rows, where = [], []
     for lineno, line in enumerate(text.split(b"\n"), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line.decode("utf-8-sig"), object_pairs_hook=object_without_repeats, parse_constant=no_constant)
+            row = json.loads(line.decode("utf-8-sig"), object_pairs_hook=object_without_repeats,
+                             parse_constant=no_constant)
         except UnicodeDecodeError:
             raise DataError(f"line {lineno} of `{path}` is not valid UTF-8; save the file as UTF-8") from None
         except (ValueError, RecursionError) as e:
-            raise DataError(f"line {lineno} of `{path}` is not valid JSON ({one_line(e, 80)}); fix it or delete it") from None
+            raise DataError(f"line {lineno} of `{path}` is not valid JSON ({one_line(e, 80)}); "
+                            "fix it or delete it") from None
         if not isinstance(row, dict):
             kind = JSON_KINDS.get(type(row), "null")
-            raise DataError(f"line {lineno} of `{path}` is a JSON {kind}, not an object; write one {{...}} object per line")
+            raise DataError(f"line {lineno} of `{path}` is a JSON {kind}, not an object; "
+                            "write one {...} object per line")
         rows.append(row)
         where.append(f"line {lineno}")
     return rows, where
@@ -249,7 +256,8 @@ def is_messages(t: pa.DataType) -> bool:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_struct(t.value_type):
         return False
     content, role = t.value_type.get_field_index("content"), t.value_type.get_field_index("role")
-    return content >= 0 and is_text(t.value_type.field(content).type) and (role < 0 or is_text(t.value_type.field(role).type))
+    return (content >= 0 and is_text(t.value_type.field(content).type)
+            and (role < 0 or is_text(t.value_type.field(role).type)))
 
 
 def blank(strings: pa.Array) -> pa.Array:
@@ -282,7 +290,8 @@ def first_bad_answer(answer: pa.Array) -> int | None:
     return first_true(answer.is_null())
 
 
-PROBLEM_FIX = 'a problem is a non-blank string or a list of chat messages {"role", "content"} with non-blank string content'
+PROBLEM_FIX = ('a problem is a non-blank string or a list of chat messages {"role", "content"} '
+               "with non-blank string content")
 ANSWER_FIX = "an answer is a non-blank string or a number"
 
 
@@ -299,8 +308,10 @@ def check_batch(problem: pa.Array, answer: pa.Array, offset: int, name: str, dat
         raise bad_value(answer, j, answer_type_ok, offset, name, data_cfg.answer_key, "answer", ANSWER_FIX)
 
 
-def bad_value(column: pa.Array, i: int, type_ok: bool, offset: int, name: str, key: str, what: str, fix: str) -> DataError:
+def bad_value(column: pa.Array, i: int, type_ok: bool, offset: int, name: str, key: str, what: str,
+              fix: str) -> DataError:
     if column[i].is_valid and not type_ok:
         article = "an" if what[0] in "aeiou" else "a"
-        return DataError(f"row {offset + i} of `{name}` has {article} {what} of type {column.type} in column `{key}`; {fix}")
+        return DataError(f"row {offset + i} of `{name}` has {article} {what} of type {column.type} "
+                         f"in column `{key}`; {fix}")
     return DataError(f"row {offset + i} of `{name}` has no {what} in column `{key}`; {fix}")

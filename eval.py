@@ -3,8 +3,10 @@ samplers and verifier.
 
     python eval.py --config tiny_qae.yaml                    # its `eval` section: tiny/test.jsonl, n = 4, first 100
     python eval.py --config tiny_qae.yaml --n 8 eval.limit=null                           # flags and overrides win
-    python eval.py --model runs/tiny_qae/checkpoints/step_000040/model --benchmarks aime24,amc23 --n 4  # its run's config.yaml
-    python eval.py --config qwen3_8b_qae.yaml --model runs/qae/checkpoints/step_000300/model rollout.gpu_memory_utilization=0.8
+    python eval.py --model runs/tiny_qae/checkpoints/step_000040/model \
+        --benchmarks aime24,amc23 --n 4                                                   # its run's config.yaml
+    python eval.py --config qwen3_8b_qae.yaml --model runs/qae/checkpoints/step_000300/model \
+        rollout.gpu_memory_utilization=0.8
     accelerate launch --num_processes 8 eval.py --config qwen3_8b_qae.yaml --model ...   # problems split over GPUs
     python eval.py --rescore runs/qae/eval/step_000300/generations.jsonl                  # score again, no sampling
 
@@ -164,7 +166,8 @@ def run_benchmark(engine, tokenizer, problems: list[Problem], n: int, seed: int,
     rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
     indices, real = shard(len(problems), rank, world)
     with sampling_settings(engine, temperature, top_p, max_tokens):
-        records = sample_shard(engine, tokenizer, problems, indices, real, n, seed, batch_size, desc, progress=rank == 0)
+        records = sample_shard(engine, tokenizer, problems, indices, real, n, seed, batch_size, desc,
+                               progress=rank == 0)
     records = score_records(records, timeout_s, workers)
     if world > 1:
         from accelerate.utils import gather_object
@@ -194,7 +197,8 @@ def load_eval_sets(cfg: config.Config, tokenizer) -> dict[str, list[Problem]]:
     """Periodic evaluation's problems (the config's `eval` section) by benchmark name; empty when eval.every = 0."""
     if not cfg.eval.every:
         return {}
-    return {Path(b).stem: load_benchmark(b, cfg.data, tokenizer, limit=cfg.eval.limit) for b in split_names(cfg.eval.benchmarks)}
+    return {Path(b).stem: load_benchmark(b, cfg.data, tokenizer, limit=cfg.eval.limit)
+            for b in split_names(cfg.eval.benchmarks)}
 
 
 def periodic_eval(cfg: config.Config, accelerator, engine, tokenizer, eval_sets: dict) -> dict[str, float]:
@@ -202,9 +206,9 @@ def periodic_eval(cfg: config.Config, accelerator, engine, tokenizer, eval_sets:
     engine holds (train.py syncs them first)."""
     e, metrics = cfg.eval, {}
     for name, problems in eval_sets.items():
-        result = evaluate(engine, tokenizer, problems, n=e.n, seed=cfg.trainer.seed, temperature=e.temperature, top_p=e.top_p,
-                          max_tokens=e.max_tokens, accelerator=accelerator, timeout_s=cfg.reward.timeout_s,
-                          workers=cfg.reward.workers)
+        result = evaluate(engine, tokenizer, problems, n=e.n, seed=cfg.trainer.seed, temperature=e.temperature,
+                          top_p=e.top_p, max_tokens=e.max_tokens, accelerator=accelerator,
+                          timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers)
         metrics |= {f"eval/{name}/{k}": v for k, v in result.items() if k.startswith("pass@") or k == "len_mean"}
     return metrics
 
@@ -220,9 +224,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     config.one_line_errors(p)  # a bad flag is one `error:` line, exit code 2
     p.add_argument("--config", help="YAML file or bare name in configs/: its `eval` section gives the defaults of the "
                                     "flags below; also prompt and chat template, rollout backend, model (default: a "
-                                    "checkpoint's own run config.yaml, else config.py's defaults, the Qwen3-8B-Base setting)")
-    p.add_argument("overrides", nargs="*", help="section.key=value config overrides, e.g. rollout.gpu_memory_utilization=0.85 "
-                                                "or eval.limit=null")
+                                    "checkpoint's own run config.yaml, else config.py's defaults, "
+                                    "the Qwen3-8B-Base setting)")
+    p.add_argument("overrides", nargs="*", help="section.key=value config overrides, "
+                                                "e.g. rollout.gpu_memory_utilization=0.85 or eval.limit=null")
     p.add_argument("--model", help="HF hub name or local folder, e.g. runs/X/checkpoints/step_000300/model "
                                    "(default: the config's model.name_or_path)")
     p.add_argument("--benchmarks", nargs="+",
@@ -267,7 +272,8 @@ def run_config(model: str | None) -> str | None:
         return None
     path = Path(model)
     found = path.parent.parent.parent / "config.yaml"
-    return str(found) if path.name == "model" and path.parent.parent.name == checkpoint.CHECKPOINTS and found.is_file() else None
+    return (str(found) if path.name == "model" and path.parent.parent.name == checkpoint.CHECKPOINTS and found.is_file()
+            else None)
 
 
 def resolve_args(args: argparse.Namespace, cfg: config.Config) -> tuple[argparse.Namespace, dict]:
@@ -291,12 +297,14 @@ def resolve_args(args: argparse.Namespace, cfg: config.Config) -> tuple[argparse
     run.limit = pick("limit", (args.limit, "--limit"), (e.limit, "config key `eval.limit`"))
     settings = {
         "model": args.model or cfg.model.name_or_path,
-        "temperature": pick("temperature", (args.temperature, "--temperature"), (preset[0], f"--sampling {args.sampling}"),
+        "temperature": pick("temperature", (args.temperature, "--temperature"),
+                            (preset[0], f"--sampling {args.sampling}"),
                             (e.temperature, "config key `eval.temperature`")),
         "top_p": pick("top_p", (args.top_p, "--top-p"), (preset[1], f"--sampling {args.sampling}"),
                       (e.top_p, "config key `eval.top_p`")),
         "top_k": cfg.rollout.top_k,
-        "max_tokens": pick("max_tokens", (args.max_tokens, "--max-tokens"), (e.max_tokens, "config key `eval.max_tokens`"),
+        "max_tokens": pick("max_tokens", (args.max_tokens, "--max-tokens"),
+                           (e.max_tokens, "config key `eval.max_tokens`"),
                            (cfg.rollout.max_response_len, "config key `rollout.max_response_len`")),
         "seed": args.seed,
     }
@@ -364,8 +372,9 @@ def main(argv=None) -> None:
                                       cfg.reward.timeout_s, cfg.reward.workers, desc=name)
         benchmarks[name] = benchmark_result(records[name], run.k, settings)
     if accelerator.is_main_process:
-        results = {"model": settings["model"], "backend": cfg.rollout.backend, "prompt_template": cfg.data.prompt_template,
-                   "chat_template": cfg.data.chat_template, "benchmarks": benchmarks}
+        results = {"model": settings["model"], "backend": cfg.rollout.backend,
+                   "prompt_template": cfg.data.prompt_template, "chat_template": cfg.data.chat_template,
+                   "benchmarks": benchmarks}
         out = Path(run.out) if run.out else default_out(settings["model"])
         write_outputs(out, results, records)
         print(markdown_table(settings["model"], benchmarks), end="")

@@ -58,8 +58,13 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
-from transformers import (LogitsProcessorList, SuppressTokensLogitsProcessor, TemperatureLogitsWarper,
-                          TopKLogitsWarper, TopPLogitsWarper)
+from transformers import (
+    LogitsProcessorList,
+    SuppressTokensLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 from transformers.integrations import is_deepspeed_zero3_enabled
 
 import loss
@@ -71,7 +76,8 @@ class Rollout:
 
     response_ids: list[list[int]]  # (P*G) token lists, EOS included when generated
     truncated: list[bool]  # (P*G) hit max_response_len before EOS
-    rollout_logp: list[list[float]] | None = None  # (P*G) sampler's log-prob of each response token (EOS too), if reported
+    # (P*G) sampler's log-prob of each response token (EOS too), if reported
+    rollout_logp: list[list[float]] | None = None
     policy_logp: list[list[float]] | None = None  # (P*G) HF only: log softmax(logits / T)[token] (choice 4)
     policy_entropy: list[list[float]] | None = None  # (P*G) HF only: entropy of softmax(logits / T) (choice 4)
 
@@ -147,7 +153,8 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int,
     eos = torch.tensor(eos_ids, device=device)
     going = torch.arange(rows, device=device)  # (A,) the rows still going, indices into the P*n
     done = torch.zeros(rows, dtype=torch.bool, device=device)  # (P*n,)
-    synced = is_deepspeed_zero3_enabled() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+    synced = (is_deepspeed_zero3_enabled() and torch.distributed.is_initialized()
+              and torch.distributed.get_world_size() > 1)
     tokens = torch.full((rows, T), pad_id, dtype=torch.long, device=device)  # (P*n, T)
     logp, entropy = (torch.zeros(rows, T, device=device) for _ in range(2)) if report_logp else (None, None)
     steps = 0

@@ -118,8 +118,8 @@ class VLLMRollout:
         from vllm import SamplingParams
 
         if not self.awake:
-            raise RuntimeError("VLLMRollout.generate needs sync_weights(model) first in each step: the engine's weights are "
-                               "freed while it sleeps (rollout_vllm.py choice 2)")
+            raise RuntimeError("VLLMRollout.generate needs sync_weights(model) first in each step: "
+                               "the engine's weights are freed while it sleeps (rollout_vllm.py choice 2)")
         params = [
             SamplingParams(
                 n=n,

@@ -163,7 +163,7 @@ class Pool:
                     self.replace(w)
             if not any(w.ready for w in self.workers) and now - started > STARTUP_LIMIT_S:
                 warnings.warn(f"verifier_pool: no worker started within {STARTUP_LIMIT_S} s;"
-                              f" {len(pending)} answers scored as timeouts")
+                              f" {len(pending)} answers scored as timeouts", stacklevel=1)
                 out.update({i: None for i in pending})  # choice 4: never hang
                 break
         return out
@@ -212,6 +212,6 @@ def run_checks(jobs: dict[int, tuple[str, str]], timeout_s: float,
             return _POOL.run(jobs, timeout_s)
         except OSError as exc:  # choice 4: cannot start processes (fd or memory exhaustion)
             warnings.warn(f"verifier_pool: worker pool failed ({exc}); "
-                          f"{len(jobs)} answers scored as timeouts")
+                          f"{len(jobs)} answers scored as timeouts", stacklevel=1)
             shutdown()
             return {i: None for i in jobs}

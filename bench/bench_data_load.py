@@ -123,8 +123,8 @@ def load(way: str, path: str, max_prompt_len: int) -> dict:
 
 def run_way(way: str, path: Path, max_prompt_len: int, cache: Path) -> dict:
     env = {"HF_DATASETS_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, __file__, "--load", way, str(path), str(max_prompt_len)], capture_output=True,
-                          text=True, env={**os.environ, **env})
+    proc = subprocess.run([sys.executable, __file__, "--load", way, str(path), str(max_prompt_len)],
+                          capture_output=True, text=True, env={**os.environ, **env})
     if proc.returncode != 0:
         sys.exit(f"the {way} load failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -145,8 +145,8 @@ def main():
         path = Path(tmp) / "dapo-math-17k.parquet"
         start = time.perf_counter()
         rows = make_parquet(path, args.problems, args.repeats)
-        print(f"wrote {rows:,} rows ({args.problems:,} problems x {args.repeats}) to a {path.stat().st_size / 1e6:.0f} MB "
-              f"parquet in {time.perf_counter() - start:.0f} s")
+        print(f"wrote {rows:,} rows ({args.problems:,} problems x {args.repeats}) "
+              f"to a {path.stat().st_size / 1e6:.0f} MB parquet in {time.perf_counter() - start:.0f} s")
         new = run_way("new", path, args.max_prompt_len, Path(tmp) / "hf_cache")
         print(f"new:   {new['rows']:,} rows, {new['unique']:,} distinct prompts; dropped {new['dropped_rows']:,} rows "
               f"({new['dropped_unique']:,} distinct) as longer than {args.max_prompt_len} tokens; "
@@ -156,7 +156,8 @@ def main():
             naive = run_way("naive", path, args.max_prompt_len, Path(tmp) / "hf_cache")
             print(f"naive: {naive['rows']:,} rows; dropped {naive['dropped_rows']:,}; {naive['seconds']:.1f} s, "
                   f"peak RSS {naive['peak_rss_gb']:.2f} GB")
-            same = (naive["rows"], naive["dropped_rows"], naive["digest"]) == (new["rows"], new["dropped_rows"], new["digest"])
+            same = ((naive["rows"], naive["dropped_rows"], naive["digest"])
+                    == (new["rows"], new["dropped_rows"], new["digest"]))
             print(f"same rows, dropped count and Prompts at 2,000 sampled rows: {same}")
             if not same:
                 sys.exit("the new loader disagrees with the naive one")

@@ -76,9 +76,11 @@ def main():
     ratios = []
     for train in (True, False):
         t0 = time.perf_counter()
-        (c_logp, c_ent, c_grad), c_peak = measure(lambda: run("chunked", hidden, head, targets, train), args.device)
+        (c_logp, c_ent, c_grad), c_peak = measure(lambda train=train: run("chunked", hidden, head, targets, train),
+                                                  args.device)
         t1 = time.perf_counter()
-        (n_logp, n_ent, n_grad), n_peak = measure(lambda: run("naive", hidden, head, targets, train), args.device)
+        (n_logp, n_ent, n_grad), n_peak = measure(lambda train=train: run("naive", hidden, head, targets, train),
+                                                  args.device)
         t2 = time.perf_counter()
         diff = max((c_logp - n_logp).abs().max().item(), (c_ent - n_ent).abs().max().item())
         grad_diff = (c_grad - n_grad).abs().max().item() if train else 0.0

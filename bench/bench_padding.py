@@ -27,7 +27,8 @@ def main():
     naive = fixed_count_micro_batches(len(lengths), size=-(-len(lengths) // len(packed)))
     print(f"{len(lengths)} sequences, median {sorted(lengths)[256]} tokens, max {max(lengths)}, budget {budget} tokens")
     print(f"token budget: {len(packed)} micro-batches; fixed count: {len(naive)} micro-batches of {len(naive[0])}")
-    print(f"pad_fraction={padding_fraction(lengths, packed):.4f} naive_pad_fraction={padding_fraction(lengths, naive):.4f}")
+    print(f"pad_fraction={padding_fraction(lengths, packed):.4f} "
+          f"naive_pad_fraction={padding_fraction(lengths, naive):.4f}")
 
 
 if __name__ == "__main__":

@@ -60,8 +60,8 @@ def main():
     times = {"new": [], "old": []}
     same = 0
     for seed in range(REPEATS):
-        t_new, out_new = timed(lambda: new(seed))
-        t_old, out_old = timed(lambda: old(seed))
+        t_new, out_new = timed(lambda seed=seed: new(seed))
+        t_old, out_old = timed(lambda seed=seed: old(seed))
         times["new"].append(t_new)
         times["old"].append(t_old)
         same += sum(a == b for a, b in zip(out_new.response_ids, out_old.response_ids))

@@ -2,9 +2,10 @@
 
 Under QAE ~80% of responses get advantage exactly 0; with no KL and no entropy bonus they add
 exactly 0 gradient, so train.accumulate_gradients skips them (trainer.sparse_update) while
-keeping them in the token-mean denominator. This runs one mini-batch of 64 responses (micro-batches of at most 4096 tokens) through a
-random Qwen3-architecture model both ways on the same inputs, checks the gradients agree, and
-prints, last, `time_ratio=<skip/no-skip> max_grad_rel_err=<||g_skip - g|| / ||g|| over all parameters>`.
+keeping them in the token-mean denominator. This runs one mini-batch of 64 responses
+(micro-batches of at most 4096 tokens) through a random Qwen3-architecture model both ways on
+the same inputs, checks the gradients agree, and prints, last,
+`time_ratio=<skip/no-skip> max_grad_rel_err=<||g_skip - g|| / ||g|| over all parameters>`.
 """
 
 import statistics
@@ -63,7 +64,8 @@ def main():
     model = make_model()
     batch, adv = make_batch()
     known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(len(adv))), pad_id=0)
-    known = {i: (lp + 0.05 * torch.randn(len(lp)), ent) for i, (lp, ent) in known.items()}  # old log-probs off the policy: ratios vary
+    # old log-probs off the policy: ratios vary
+    known = {i: (lp + 0.05 * torch.randn(len(lp)), ent) for i, (lp, ent) in known.items()}
     print(f"{len(adv)} responses, {(adv == 0).float().mean().item():.0%} with zero advantage, "
           f"{sum(len(r) for r in batch.response_ids)} response tokens")
     times = {True: [], False: []}

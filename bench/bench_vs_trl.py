@@ -89,8 +89,8 @@ P, G, MAX_RESPONSE_LEN, MAX_PROMPT_LEN = 8, 8, 24, 64  # prompts per step, respo
 
 # This trainer's two settings (overrides on configs/tiny_qae.yaml).
 COMMON = ["eval.every=0", "trainer.save_every=0", "logging.num_completions=0", "reward.overlong_buffer_len=0"]
-THIS_8X8 = ["trainer.train_batch_size=8", "trainer.mini_batch_size=8", f"rollout.n={G}", "algorithm.dynamic_sampling=false",
-            "trainer.gen_batch_size=null", *COMMON]
+THIS_8X8 = ["trainer.train_batch_size=8", "trainer.mini_batch_size=8", f"rollout.n={G}",
+            "algorithm.dynamic_sampling=false", "trainer.gen_batch_size=null", *COMMON]
 THIS_DS = ["trainer.train_batch_size=8", "trainer.gen_batch_size=16", "trainer.mini_batch_size=8", f"rollout.n={G}",
            "algorithm.dynamic_sampling=true", "trainer.adaptive_gen_batch=true", *COMMON]
 THIS_PHASES = ("sync", "rollout", "reward", "old_logp", "update")
@@ -145,14 +145,17 @@ def trl_worker(threads: int, steps: int, out_dir: Path) -> None:
         per_device_train_batch_size=P * G, num_generations=G, steps_per_generation=1, num_iterations=1,
         gradient_accumulation_steps=1, max_completion_length=MAX_RESPONSE_LEN,
         temperature=1.0, top_p=1.0, top_k=0, use_vllm=False,
-        generation_kwargs={"suppress_tokens": list(range(len(tokenizer), model.config.vocab_size))},  # rollout.py choice 1
-        beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group", mask_truncated_completions=False,
+        # rollout.py choice 1
+        generation_kwargs={"suppress_tokens": list(range(len(tokenizer), model.config.vocab_size))},
+        beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group",
+        mask_truncated_completions=False,
         optim="adamw_torch", learning_rate=1e-4, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
         adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, max_grad_norm=1.0, gradient_checkpointing=False,
         logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, log_completions=False,
         dataloader_num_workers=0,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=correctness, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = GRPOTrainer(model=model, reward_funcs=correctness, args=args, train_dataset=dataset,
+                          processing_class=tokenizer)
     theirs = trainer._tokenize_prompts([dataset[0]["prompt"]])[0][0]
     ours = data.tokenize_prompt(tokenizer, dataset[0]["prompt"], True)
     if list(theirs) != list(ours):
@@ -176,7 +179,8 @@ def trl_worker(threads: int, steps: int, out_dir: Path) -> None:
 
     trainer._generate = timed("rollout", trainer._generate)
     trainer._calculate_rewards = timed("reward", trainer._calculate_rewards)
-    trainer._generate_and_score_completions = timed("gen_and_score", trainer._generate_and_score_completions, no_old_pass)
+    trainer._generate_and_score_completions = timed("gen_and_score", trainer._generate_and_score_completions,
+                                                    no_old_pass)
 
     class StepTimer(TrainerCallback):
         def __init__(self):
@@ -221,13 +225,15 @@ def launch(worker_args: list[str], threads: int, log: Path) -> tuple[float, int]
         sys.exit(f"worker {worker_args[:2]} failed (exit {proc.returncode}); its output is in {log}:\n"
                  + "\n".join(log.read_text().splitlines()[-20:]))
     wall = time.perf_counter() - t0
-    return wall, next(int(line[len(THREADS_MARK):]) for line in log.read_text().splitlines() if line.startswith(THREADS_MARK))
+    return wall, next(int(line[len(THREADS_MARK):]) for line in log.read_text().splitlines()
+                      if line.startswith(THREADS_MARK))
 
 
 def run_this(overrides: list[str], steps: int, threads: int, tmp: Path, name: str) -> dict:
     out = tmp / name
     argv = ["--config", "tiny_qae.yaml", *overrides, f"trainer.total_steps={steps}", f"trainer.output_dir={out}"]
-    wall, torch_threads = launch(["--worker", "this", "--threads", str(threads), "--", *argv], threads, tmp / f"{name}.log")
+    wall, torch_threads = launch(["--worker", "this", "--threads", str(threads), "--", *argv], threads,
+                                 tmp / f"{name}.log")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     for r in rows:  # what the loop's named timers do not cover: advantages, metrics, data
         r["time/other"] = r["time/step"] - sum(r.get(f"time/{k}", 0.0) for k in THIS_PHASES)
@@ -237,8 +243,8 @@ def run_this(overrides: list[str], steps: int, threads: int, tmp: Path, name: st
 def run_trl(steps: int, threads: int, tmp: Path, name: str) -> dict:
     out = tmp / name
     out.mkdir()
-    wall, torch_threads = launch(["--worker", "trl", "--threads", str(threads), "--steps", str(steps), "--out", str(out)],
-                  threads, tmp / f"{name}.log")
+    wall, torch_threads = launch(["--worker", "trl", "--threads", str(threads), "--steps", str(steps),
+                                  "--out", str(out)], threads, tmp / f"{name}.log")
     rows = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines() if line.strip()]
     for r in rows:  # the rest of _generate_and_score_completions: padding, advantages, metric gathering
         r["time/other"] = r["time/gen_and_score"] - r["time/rollout"] - r["time/reward"]
@@ -256,7 +262,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16, help="timed steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="first steps of each run left out")
     parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS and torch threads of both sides")
-    parser.add_argument("--ds-runs", type=int, default=None, help="runs of the dynamic-sampling setting (default --runs)")
+    parser.add_argument("--ds-runs", type=int, default=None,
+                        help="runs of the dynamic-sampling setting (default --runs)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the runs' outputs and logs here")
     parser.add_argument("--worker", choices=["this", "trl"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -297,11 +304,11 @@ def main() -> None:
             rows = run["rows"]
             print(f"{i:>3}  {labels[key]:<25} {len(rows):>5} {med(rows, 'time/step'):>7.3f} "
                   f"{min(r['time/step'] for r in rows):>7.3f} {med(rows, 'time/rollout'):>8.3f} "
-                  f"{med(rows, 'time/reward'):>7.3f} {med(rows, 'time/update'):>7.3f} {med(rows, 'response/len_mean'):>8.1f} "
-                  f"{run['wall']:>6.0f} {run['threads']:>7}")
+                  f"{med(rows, 'time/reward'):>7.3f} {med(rows, 'time/update'):>7.3f} "
+                  f"{med(rows, 'response/len_mean'):>8.1f} {run['wall']:>6.0f} {run['threads']:>7}")
     pooled = {key: [r for run in runs for r in run["rows"]] for key, runs in results.items()}
-    print(f"(min: the fastest timed step; wall: the whole subprocess, start-up and teardown included; threads: torch.get_num_threads() in the "
-          f"worker, OMP_NUM_THREADS={args.threads} in both)")
+    print(f"(min: the fastest timed step; wall: the whole subprocess, start-up and teardown included; "
+          f"threads: torch.get_num_threads() in the worker, OMP_NUM_THREADS={args.threads} in both)")
 
     print("\nphase split, median seconds per timed step over all runs (medians need not add up):")
     print(f"{'phase':<16} {'this 8x8':>9} {'TRL 8x8':>9} {'this DS':>9}   what")
@@ -327,8 +334,9 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f} load average (1 min) at the end on {os.cpu_count()} CPUs")
 
     trl_step = med(pooled["trl"], "time/step")
-    print("\ndynamic sampling, per step: this trainer's 8x8 step with dynamic sampling on (8 groups with mixed correctness "
-          "kept from adaptively sized generation batches, 1 optimizer step) / TRL's 8x8 step without dynamic sampling")
+    print("\ndynamic sampling, per step: this trainer's 8x8 step with dynamic sampling on "
+          "(8 groups with mixed correctness kept from adaptively sized generation batches, 1 optimizer step) "
+          "/ TRL's 8x8 step without dynamic sampling")
     print(f"step_time_ratio_vs_trl_dynamic_sampling={med(pooled['this_ds'], 'time/step') / trl_step:.3f}")
     print(f"step_time_ratio_vs_trl={med(pooled['this'], 'time/step') / trl_step:.3f}")
 

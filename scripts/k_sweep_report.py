@@ -1,7 +1,8 @@
-"""The K sweep's figure and tables (docs/tiny_experiment.md, "Entropy against K"), from the runs
+r"""The K sweep's figure and tables (docs/tiny_experiment.md, "Entropy against K"), from the runs
 scripts/k_sweep.sh trains:
 
-    python scripts/k_sweep_report.py runs/k_sweep --doc docs/tiny_experiment.md --figure docs/tiny_experiment/k_sweep.png
+    python scripts/k_sweep_report.py runs/k_sweep --doc docs/tiny_experiment.md \
+        --figure docs/tiny_experiment/k_sweep.png
 
 Reads every run folder under the sweep folder (metrics.jsonl, config.yaml, eval_final/results.json)
 and the starting policy's evaluation (eval_start/results.json). A run's baseline and seed come
@@ -95,7 +96,8 @@ def load_runs(sweep: Path) -> list[Run]:
         runs.append(Run(metrics.parent.name, algo["K"] if algo["baseline"] == "quantile" else None,
                         cfg["trainer"]["seed"], rows, test_metrics(metrics.parent / "eval_final" / "results.json")))
     if not runs:
-        raise SystemExit(f"error: no run folders (metrics.jsonl + config.yaml) under {sweep}; run scripts/k_sweep.sh first")
+        raise SystemExit(f"error: no run folders (metrics.jsonl + config.yaml) under {sweep}; "
+                         "run scripts/k_sweep.sh first")
     return runs
 
 
@@ -247,7 +249,8 @@ def provenance(runs: list[Run], wall_s: float | None, load_file: Path | None, tr
     parts = [(f"Written {datetime.now(UTC):%Y-%m-%d} by scripts/k_sweep_report.py from {len(runs)} runs "
               f"of {'/'.join(map(str, steps))} steps")]
     if wall_s is not None:
-        reused = f" ({len(runs) - trained} reused from an earlier call)" if trained is not None and trained < len(runs) else ""
+        reused = (f" ({len(runs) - trained} reused from an earlier call)"
+                  if trained is not None and trained < len(runs) else "")
         took = f"{wall_s / 60:.1f} min" if wall_s >= 60 else f"{wall_s:.0f} s"
         parts.append(f"`bash scripts/k_sweep.sh` took {took}"
                      + (f" and trained {trained} of them{reused}" if trained is not None else ""))
@@ -294,7 +297,8 @@ def plot(runs: list[Run], out_png: Path, window: int) -> None:
             if not steps:
                 continue
             values = [[c[s] for c in curves] for s in steps]  # (steps, seeds)
-            ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], color=colors[K], alpha=0.18, lw=0)
+            ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], color=colors[K],
+                            alpha=0.18, lw=0)
             ax.plot(steps, [statistics.fmean(v) for v in values], color=colors[K], lw=1.4, label=label(K))
         ax.axvline(n_steps // 2 + 0.5, color="grey", lw=0.6, ls=":")
         ax.set_title(key, fontsize=9)

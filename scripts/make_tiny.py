@@ -62,8 +62,6 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
-
 from tiny_task import (  # scripts/ is on sys.path when this file runs as a script
     LEVELS,
     MAX_NEW_TOKENS,
@@ -78,6 +76,7 @@ from tiny_task import (  # scripts/ is on sys.path when this file runs as a scri
     worked_answer,
     write_jsonl,
 )
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 # ---------------------------------------------------------------------------------------------
 # Settings. Changing any of them changes the committed artifact; rerun the full build (the task's
@@ -339,7 +338,10 @@ def main() -> None:
     report = measure(model, tok, splits["test"], per_level, n_samples, seed=args.seed + 2)
     gen_seconds = {n: time_generation(model, tok, splits["train"], n // 8, 8,
                                       repeats=1 if args.quick else 3) for n in (64, 128)}
-    count = lambda name: {d: sum(r["difficulty"] == d for r in splits[name]) for d in LEVELS}
+
+    def count(name):
+        return {d: sum(r["difficulty"] == d for r in splits[name]) for d in LEVELS}
+
     facts = {
         "n_params": sum(p.numel() for p in model.parameters()),
         "model_bytes": (args.out / "model" / "model.safetensors").stat().st_size,

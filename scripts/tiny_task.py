@@ -207,7 +207,10 @@ def measure(model, tok, test_rows: list[dict], per_level: int, n_samples: int, s
     report["overall"] = sum(report["accuracy"].values()) / len(LEVELS)
     report["stopped"] = sum(stopped) / len(stopped)
     report["worked"] = sum(worked) / len(worked)
-    by_style = lambda style: [c for c, w in zip(right, worked) if w == style] or [0]
+
+    def by_style(style):
+        return [c for c, w in zip(right, worked) if w == style] or [0]
+
     report["accuracy_worked"] = sum(by_style(True)) / len(by_style(True))
     report["accuracy_direct"] = sum(by_style(False)) / len(by_style(False))
     report["regimes"] = {

@@ -15,7 +15,8 @@ def build_tiny_policy(folder, seed: int = 0, dtype=torch.float32):
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
     rng = random.Random(seed)
-    text = [f"Compute {a}+{b}. Answer: {a + b}" for a, b in ((rng.randint(0, 99), rng.randint(0, 99)) for _ in range(300))]
+    text = [f"Compute {a}+{b}. Answer: {a + b}"
+            for a, b in ((rng.randint(0, 99), rng.randint(0, 99)) for _ in range(300))]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -23,7 +24,8 @@ def build_tiny_policy(folder, seed: int = 0, dtype=torch.float32):
         vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tokenizer.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    tokenizer.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+                               "{{ m['content'] }}<|im_end|>\n{% endfor %}"
                                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     cfg = Qwen3Config(vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
                       num_key_value_heads=1, head_dim=32, max_position_embeddings=256, tie_word_embeddings=True,
@@ -44,7 +46,7 @@ def tiny_train_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "train.jsonl"
     rng = random.Random(1)
     with open(path, "w") as f:
-        for i in range(64):
+        for _ in range(64):
             a, b = rng.randint(0, 9), rng.randint(0, 9)
             f.write(json.dumps({"problem": f"Compute {a}+{b}.", "answer": str(a + b)}) + "\n")
     return path

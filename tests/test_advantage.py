@@ -1,4 +1,5 @@
-"""advantage.py against hand-computed numbers (paper v2: the K-quantile of section 3, the gate of Eq. 4, and section 5.3, Eqs. 7-8)."""
+"""advantage.py against hand-computed numbers (paper v2: the K-quantile of section 3, the gate of Eq. 4,
+and section 5.3, Eqs. 7-8)."""
 
 import math
 
@@ -95,7 +96,8 @@ def test_shaped_rewards_follow_torch_quantile():
     b = torch.tensor([[-1.0], [-0.1]])
     expected = (r - b) / (r.std(dim=1, keepdim=True) + 1e-6)
     torch.testing.assert_close(compute_advantages(r, K=K), expected)
-    torch.testing.assert_close(compute_advantages(r, K=K), (r - torch.quantile(r, K, dim=1, keepdim=True)) / (r.std(dim=1, keepdim=True) + 1e-6))
+    torch.testing.assert_close(compute_advantages(r, K=K),
+                               (r - torch.quantile(r, K, dim=1, keepdim=True)) / (r.std(dim=1, keepdim=True) + 1e-6))
 
 
 def test_group_of_one_and_zero_variance():

@@ -23,8 +23,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tiny" / "model"
 TRAIN = REPO / "tiny" / "train.jsonl"
-SMALL = ["eval.every=0", "algorithm.dynamic_sampling=false", "trainer.gen_batch_size=null", "trainer.train_batch_size=2",
-         "trainer.mini_batch_size=2", "rollout.n=2", "rollout.max_response_len=8", "reward.overlong_buffer_len=0"]
+SMALL = ["eval.every=0", "algorithm.dynamic_sampling=false", "trainer.gen_batch_size=null",
+         "trainer.train_batch_size=2", "trainer.mini_batch_size=2", "rollout.n=2", "rollout.max_response_len=8",
+         "reward.overlong_buffer_len=0"]
 GOOD = {"problem": "Compute 1+1.", "answer": "2"}
 
 
@@ -142,16 +143,20 @@ CASES = [
      "`owner/name` is not a local folder (relative to `{d}`), so it was read as a hub id, but the hub "
      "(http://127.0.0.1:9) could not be reached", {**NO_HUB, "HF_ENDPOINT": "http://127.0.0.1:9"}),
     ("hub id, offline mode", lambda d, ck: train(d, model="owner/name"),
-     "read as a hub id, but HF_HUB_OFFLINE is set and it is not in the local hub cache", {**NO_HUB, "HF_HUB_OFFLINE": "1"}),
+     "read as a hub id, but HF_HUB_OFFLINE is set and it is not in the local hub cache",
+     {**NO_HUB, "HF_HUB_OFFLINE": "1"}),
     # ---- --resume and the run directory (train.resolve_resume, checkpoint.problem) ----
-    ("truncated trainer_state.pt", lambda d, ck: damaged_run(d, ck, "trainer_state.pt", "truncate") and train(d, "--resume"),
+    ("truncated trainer_state.pt",
+     lambda d, ck: damaged_run(d, ck, "trainer_state.pt", "truncate") and train(d, "--resume"),
      (f"checkpoint `{{d}}/{STEP2}` is damaged: trainer_state.pt is truncated",
       f"; resume from the previous checkpoint with `--resume {{d}}/{STEP1}`"), {}),
-    ("missing trainer_state.pt", lambda d, ck: damaged_run(d, ck, "trainer_state.pt", "delete") and train(d, "--resume"),
+    ("missing trainer_state.pt",
+     lambda d, ck: damaged_run(d, ck, "trainer_state.pt", "delete") and train(d, "--resume"),
      f"checkpoint `{{d}}/{STEP2}` is damaged: trainer_state.pt is missing; resume from the previous", {}),
     ("missing rank file", lambda d, ck: damaged_run(d, ck, "rank_00000.pt", "delete") and train(d, "--resume"),
      "is damaged: rank_00000.pt is missing; resume from the previous checkpoint", {}),
-    ("missing model/config.json", lambda d, ck: damaged_run(d, ck, "model/config.json", "delete") and train(d, "--resume"),
+    ("missing model/config.json",
+     lambda d, ck: damaged_run(d, ck, "model/config.json", "delete") and train(d, "--resume"),
      "is damaged: model/config.json is missing", {}),
     ("truncated model/model.safetensors",
      lambda d, ck: damaged_run(d, ck, "model/model.safetensors", "truncate") and train(d, "--resume"),
@@ -168,15 +173,18 @@ CASES = [
      "config file `{d}/c.yaml` is not valid YAML at line 3", {}),
     ("config file not UTF-8", lambda d, ck: show_config(write(d, "c.yaml", b"\xff\xfemodel: 1\n")),
      "config file `{d}/c.yaml` cannot be read as UTF-8 text", {}),
-    ("unknown key in a config file", lambda d, ck: show_config(write(d, "c.yaml", "base: tiny_qae\nrollout:\n  nn: 3\n")),
+    ("unknown key in a config file",
+     lambda d, ck: show_config(write(d, "c.yaml", "base: tiny_qae\nrollout:\n  nn: 3\n")),
      "unknown config key `rollout.nn` (set in `{d}/c.yaml`) (did you mean `rollout.n`?)", {}),
     ("unknown key on the command line", lambda d, ck: show_config("tiny_qae.yaml", "trainer.totl_steps=3"),
      "unknown config key `trainer.totl_steps` (did you mean `trainer.total_steps`?)", {}),
     ("impossible batch sizes", lambda d, ck: show_config("tiny_qae.yaml", "trainer.mini_batch_size=3"),
      "`trainer.mini_batch_size` (3) must divide `trainer.train_batch_size` (16)", {}),
-    ("micro-batch budget below one sequence", lambda d, ck: show_config("tiny_qae.yaml", "trainer.micro_batch_max_tokens=10"),
+    ("micro-batch budget below one sequence",
+     lambda d, ck: show_config("tiny_qae.yaml", "trainer.micro_batch_max_tokens=10"),
      "`trainer.micro_batch_max_tokens` (10) must hold one full sequence", {}),
-    ("a base: cycle", lambda d, ck: write(d, "b.yaml", "base: a.yaml\n") and show_config(write(d, "a.yaml", "base: b.yaml\n")),
+    ("a base: cycle",
+     lambda d, ck: write(d, "b.yaml", "base: a.yaml\n") and show_config(write(d, "a.yaml", "base: b.yaml\n")),
      "is its own base (`base:` chain {d}/a.yaml -> {d}/b.yaml -> {d}/a.yaml)", {}),
     ("a config that is a list", lambda d, ck: show_config(write(d, "c.yaml", "- a\n- b\n")),
      "config file `{d}/c.yaml` must hold a mapping of sections, got list", {}),
@@ -191,11 +199,13 @@ CASES = [
      "unknown benchmark `aime23`: no bundled benchmark and no file has that name; give one of ['aime24', 'aime25'", {}),
     ("benchmark file that does not exist", lambda d, ck: evaluate(d, "--benchmarks", "foo.json"),
      "benchmark file `foo.json` not found (relative to `{d}`); the bundled benchmarks are ['aime24'", {}),
-    ("benchmark with list answers", lambda d, ck: evaluate(d, "--benchmarks", write(d, "b.jsonl", '{"problem": "1+1", "answer": [2]}\n')),
+    ("benchmark with list answers",
+     lambda d, ck: evaluate(d, "--benchmarks", write(d, "b.jsonl", '{"problem": "1+1", "answer": [2]}\n')),
      "row 0 of benchmark `{d}/b.jsonl` has no usable answer in `answer` (got [2])", {}),
     ("a flag that is not a number", lambda d, ck: evaluate(d, "--n", "four"),
      "argument --n: invalid int value: 'four' (see eval.py --help)", {}),
-    ("--model folder that does not exist", lambda d, ck: evaluate(d, "--benchmarks", "aime24", model=d / "nope" / "model"),
+    ("--model folder that does not exist",
+     lambda d, ck: evaluate(d, "--benchmarks", "aime24", model=d / "nope" / "model"),
      "--model: local path `{d}/nope/model` not found, and it is not a hub id", {}),
     ("--model whose tokenizer has no chat template",
      lambda d, ck: evaluate(d, "--benchmarks", "aime24", model=model_copy(d, drop="chat_template.jinja")),
@@ -212,8 +222,9 @@ CASES = [
 def real_run(tmp_path_factory) -> Path:
     """A real tiny run of 2 steps with a checkpoint after each (the damaged-checkpoint cases copy it)."""
     run = tmp_path_factory.mktemp("real") / "run"
-    proc = subprocess.run([sys.executable, str(REPO / "train.py"), "--config", "tiny_qae.yaml", *SMALL, f"model.name_or_path={TINY}",
-                           f"data.train_files={TRAIN}", "trainer.total_steps=2", "trainer.save_every=1", f"trainer.output_dir={run}"],
+    proc = subprocess.run([sys.executable, str(REPO / "train.py"), "--config", "tiny_qae.yaml", *SMALL,
+                           f"model.name_or_path={TINY}", f"data.train_files={TRAIN}", "trainer.total_steps=2",
+                           "trainer.save_every=1", f"trainer.output_dir={run}"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run
@@ -230,8 +241,8 @@ def run_case(case, d: Path, ck: Path) -> list[str]:
     name, build, fragment, env = case
     args = build(d, ck)
     before = snapshot(d)
-    proc = subprocess.run([sys.executable, str(REPO / args[0]), *map(str, args[1:])], capture_output=True, text=True, cwd=d,
-                          env={**os.environ, **env}, timeout=300)
+    proc = subprocess.run([sys.executable, str(REPO / args[0]), *map(str, args[1:])], capture_output=True, text=True,
+                          cwd=d, env={**os.environ, **env}, timeout=300)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     expected = [part.replace("{d}", str(d)) for part in ([fragment] if isinstance(fragment, str) else fragment)]
     problems = [

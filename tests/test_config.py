@@ -80,7 +80,8 @@ def test_unknown_keys_and_wrong_types(data, overrides, message):
         (["algorithm.K=1.0"], "`algorithm.K` must be null or strictly between 0 and 1"),
         (["rollout.n=1"], "`rollout.n` must be >= 2 for a group baseline, got 1"),
         (["trainer.mini_batch_size=30"], "`trainer.mini_batch_size` (30) must divide `trainer.train_batch_size` (512)"),
-        (["rollout.max_response_len=0", "reward.overlong_buffer_len=0"], "`rollout.max_response_len` must be a positive length"),
+        (["rollout.max_response_len=0", "reward.overlong_buffer_len=0"],
+         "`rollout.max_response_len` must be a positive length"),
         (["data.max_prompt_len=-5"], "`data.max_prompt_len` must be a positive length"),
         (["trainer.micro_batch_max_tokens=1000"], "must hold one full sequence"),
         (["reward.overlong_buffer_len=30000"], "`reward.overlong_buffer_len` must be in [0"),
@@ -144,7 +145,8 @@ def test_cli_prints_resolved_config():
 def test_tiny_dapo_differs_from_tiny_qae_only_in_the_baseline():
     qae, dapo = load("tiny_qae.yaml"), load("tiny_dapo.yaml")
     assert qae.algorithm.K == 0.4 and dapo.algorithm.K is None and dapo.algorithm.baseline == "mean"
-    dapo.algorithm.baseline, dapo.algorithm.K, dapo.trainer.output_dir = "quantile", qae.algorithm.K, qae.trainer.output_dir
+    dapo.algorithm.baseline, dapo.algorithm.K, dapo.trainer.output_dir = ("quantile", qae.algorithm.K,
+                                                                          qae.trainer.output_dir)
     assert dapo == qae
 
 
@@ -162,7 +164,8 @@ def test_base_chain_merges_key_by_key_and_errors_name_the_file(tmp_path):
     assert cfg.trainer.train_batch_size == 16 and cfg.algorithm.clip_eps_high == 0.28  # from tiny_qae.yaml
     assert load(str(tmp_path / "b.yaml"), ["algorithm.K=0.2"]).algorithm.K == 0.2  # the command line wins
     (tmp_path / "c.yaml").write_text("base: a.yaml\nalgorithm:\n  KK: 0.5\n")
-    with pytest.raises(ConfigError, match=r"unknown config key `algorithm.KK` \(set in `.*c.yaml`\) \(did you mean `algorithm.K`\?\)"):
+    with pytest.raises(ConfigError, match=r"unknown config key `algorithm.KK` \(set in `.*c.yaml`\) "
+                                          r"\(did you mean `algorithm.K`\?\)"):
         load(str(tmp_path / "c.yaml"))
     (tmp_path / "d.yaml").write_text("base: a.yaml\nrollout:\n  n: 1\n")
     with pytest.raises(ConfigError, match="`rollout.n` must be >= 2"):
@@ -179,7 +182,8 @@ def test_base_chain_merges_key_by_key_and_errors_name_the_file(tmp_path):
     (["algorithm.baseline=median"], "`algorithm.baseline` must be one of ['mean', 'quantile'], got 'median'"),
     (["algorithm.K=null"], "`algorithm.K` must be set (0 < K < 1) for the quantile baseline"),
     (["algorithm.baseline=mean"], "`algorithm.K` (0.4) is only used by the quantile baseline"),
-    (["algorithm.baseline=mean", "algorithm.K=null", "algorithm.adv_mask=pos"], "it needs `algorithm.baseline: quantile`"),
+    (["algorithm.baseline=mean", "algorithm.K=null", "algorithm.adv_mask=pos"],
+     "it needs `algorithm.baseline: quantile`"),
 ])
 def test_baseline_choice_is_explicit(overrides, message):
     with pytest.raises(ConfigError) as e:

@@ -126,7 +126,8 @@ def test_string_problems_and_number_answers(tmp_path, tokenizer):
 
 def test_role_defaults_to_user_and_counts_in_the_key(tmp_path, tokenizer):
     path = tmp_path / "train.parquet"
-    chats = [[{"role": None, "content": "hi"}], [{"role": "user", "content": "hi"}], [{"role": "system", "content": "hi"}],
+    chats = [[{"role": None, "content": "hi"}], [{"role": "user", "content": "hi"}],
+             [{"role": "system", "content": "hi"}],
              [{"role": "system", "content": "a"}, {"role": "user", "content": "b"}]]
     pq.write_table(pa.table({"prompt": chats, "answer": ["1"] * 4}), path)
     prompts, _ = data.load_prompts(DataConfig(train_files=str(path), answer_key="answer"), tokenizer)
@@ -174,25 +175,33 @@ BAD_FILES = [  # (name, file bytes, where the message must point, what it must s
     ("scalar.json", jsonl(5), "line 1 ", "not an object"),
     ("not_utf8.jsonl", jsonl(OK, b'{"problem": "\xff\xfe", "answer": "1"}'), "line 2 ", "not valid UTF-8"),
     ("twice.jsonl", jsonl(b'{"problem": "a", "problem": "b", "answer": "1"}'), "line 1 ", "given twice"),
-    ("type_change.jsonl", jsonl(OK, OK, OK, {"problem": 7, "answer": "2"}), "line 4 ", "is a number here but a string on line 1"),
-    ("nested_change.jsonl", jsonl({"problem": [{"content": "a"}], "answer": "1"}, {"problem": [{"content": 1}], "answer": "1"}),
+    ("type_change.jsonl", jsonl(OK, OK, OK, {"problem": 7, "answer": "2"}), "line 4 ",
+     "is a number here but a string on line 1"),
+    ("nested_change.jsonl",
+     jsonl({"problem": [{"content": "a"}], "answer": "1"}, {"problem": [{"content": 1}], "answer": "1"}),
      "line 2 ", "field `problem[].content`"),
     ("blank_lines.jsonl", b'\n' + jsonl(OK) + b'\n\n{"x": 1,}\n', "line 5 ", "is not valid JSON"),
     ("no_problem.jsonl", jsonl(OK, OK, {"answer": "2"}), "row 2 ", "has no problem in column `problem`"),
     ("null_problem.jsonl", jsonl(OK, {"problem": None, "answer": "2"}), "row 1 ", "has no problem in column `problem`"),
-    ("blank_problem.jsonl", jsonl(OK, {"problem": " \n", "answer": "2"}), "row 1 ", "has no problem in column `problem`"),
+    ("blank_problem.jsonl", jsonl(OK, {"problem": " \n", "answer": "2"}), "row 1 ",
+     "has no problem in column `problem`"),
     ("no_answer.jsonl", jsonl(OK, OK, {"problem": "3+3", "answer": ""}), "row 2 ", "has no answer in column `answer`"),
     ("null_answer.jsonl", jsonl(OK, {"problem": "3+3"}), "row 1 ", "has no answer in column `answer`"),
     ("number_problem.jsonl", jsonl({"problem": 7, "answer": "2"}), "row 0 ", "has a problem of type int64"),
-    ("list_answer.jsonl", jsonl({"problem": "a", "answer": ["2"]}), "row 0 ", "has an answer of type list<item: string>"),
+    ("list_answer.jsonl", jsonl({"problem": "a", "answer": ["2"]}), "row 0 ",
+     "has an answer of type list<item: string>"),
     ("bool_answer.jsonl", jsonl({"problem": "a", "answer": True}), "row 0 ", "has an answer of type bool"),
-    ("null_then_bool.jsonl", jsonl({"problem": "a", "answer": None}, {"problem": "a", "answer": True}), "row 0 ", "has no answer"),
+    ("null_then_bool.jsonl", jsonl({"problem": "a", "answer": None}, {"problem": "a", "answer": True}), "row 0 ",
+     "has no answer"),
     ("dict_problem.jsonl", jsonl({"problem": {"text": "a"}, "answer": "2"}), "row 0 ", "has a problem of type struct"),
-    ("no_content.jsonl", jsonl({"problem": [{"role": "user", "text": "a"}], "answer": "2"}), "row 0 ", "has a problem of type list"),
-    ("empty_chat.jsonl", jsonl({"problem": [{"content": "a"}], "answer": "2"}, {"problem": [], "answer": "2"}), "row 1 ",
-     "has no problem"),
-    ("blank_message.jsonl", jsonl({"problem": [{"content": "a"}], "answer": "2"}, {"problem": [{"content": "a"}, {"content": ""}],
-                                                                               "answer": "2"}), "row 1 ", "has no problem"),
+    ("no_content.jsonl", jsonl({"problem": [{"role": "user", "text": "a"}], "answer": "2"}), "row 0 ",
+     "has a problem of type list"),
+    ("empty_chat.jsonl", jsonl({"problem": [{"content": "a"}], "answer": "2"}, {"problem": [], "answer": "2"}),
+     "row 1 ", "has no problem"),
+    ("blank_message.jsonl",
+     jsonl({"problem": [{"content": "a"}], "answer": "2"},
+           {"problem": [{"content": "a"}, {"content": ""}], "answer": "2"}),
+     "row 1 ", "has no problem"),
     ("empty.jsonl", b"", "is empty", "write one JSON object per line"),
     ("only_blank_lines.jsonl", b"\n\n  \n", "has no rows", "one row per problem"),
     ("no_rows.json", b"[]", "has no rows", "one row per problem"),
@@ -200,8 +209,8 @@ BAD_FILES = [  # (name, file bytes, where the message must point, what it must s
     ("nan.jsonl", jsonl(OK, b'{"problem": "a", "answer": NaN}'), "line 2 ", "NaN is not JSON"),
     ("huge_int.jsonl", jsonl(OK, {"problem": "a", "answer": 10**30}), "line 2 ", "cannot store"),
     ("not_object_item.json", b'[{"problem": "a", "answer": "1"}, 3]', "item 1 ", "is not an object"),
-    ("no_column.jsonl", jsonl({"question": "a", "answer": "1"}), "has no column `problem` (config key `data.prompt_key`)",
-     "its columns are ['question', 'answer']"),
+    ("no_column.jsonl", jsonl({"question": "a", "answer": "1"}),
+     "has no column `problem` (config key `data.prompt_key`)", "its columns are ['question', 'answer']"),
     ("train.csv", b"problem,answer\n1+1,2\n", "must end in one of", "convert it"),
     ("fake.parquet", b"not a parquet file", "not a readable parquet file", "ArrowInvalid"),
     ("mixed_array.json", b'[{"problem": "a", "answer": "1"},\n {"problem": 5, "answer": "1"}]', "item 1 ",
@@ -237,15 +246,18 @@ def test_parquet_problems(tmp_path, tokenizer):
 
 
 def test_directory_and_missing_file(tmp_path, tokenizer):
-    with pytest.raises(DataError, match=r"^dataset path `.*` is a directory; give one .jsonl/.json/.parquet file in it"):
+    with pytest.raises(DataError, match=r"^dataset path `.*` is a directory; "
+                                        r"give one .jsonl/.json/.parquet file in it"):
         data.load_prompts(DataConfig(train_files=str(tmp_path)), tokenizer)
-    with pytest.raises(DataError, match=r"^dataset file `.*nothing.jsonl` not found \(config key `data.train_files`\)$"):
+    with pytest.raises(DataError, match=r"^dataset file `.*nothing.jsonl` not found "
+                                        r"\(config key `data.train_files`\)$"):
         data.load_prompts(DataConfig(train_files=str(tmp_path / "nothing.jsonl")), tokenizer)
 
 
 def test_hub_dataset_without_the_columns(monkeypatch, tokenizer):
     monkeypatch.setattr(data_files, "load_hub", lambda source, split: pa.table({"question": ["a"], "answer": ["1"]}))
-    with pytest.raises(DataError, match=r"^dataset `owner/set` has no column `prompt` \(config key `data.prompt_key`\); "):
+    with pytest.raises(DataError, match=r"^dataset `owner/set` has no column `prompt` "
+                                        r"\(config key `data.prompt_key`\); "):
         data.load_prompts(DataConfig(train_files="owner/set"), tokenizer)
 
 
@@ -253,13 +265,16 @@ def test_nothing_fits(tmp_path, tokenizer):
     path = tmp_path / "long.jsonl"
     path.write_bytes(jsonl(OK))
     with pytest.raises(DataError, match="no prompt of .* fits data.max_prompt_len = 3 tokens"):
-        data.load_prompts(DataConfig(train_files=str(path), prompt_key="problem", answer_key="answer", max_prompt_len=3), tokenizer)
+        data.load_prompts(DataConfig(train_files=str(path), prompt_key="problem", answer_key="answer",
+                                     max_prompt_len=3), tokenizer)
 
 
 def test_json_pyarrow_would_misread(tmp_path, tokenizer):
     path = tmp_path / "nulls.jsonl"  # pyarrow's JSON reader: invalid list offsets (apache/arrow#51305)
-    path.write_bytes(jsonl({"problem": "a", "answer": "1", "tags": [None, 1]}, {"problem": "b", "answer": "2", "tags": None}))
-    prompts, _ = data.load_prompts(DataConfig(train_files=str(path), prompt_key="problem", answer_key="answer"), tokenizer)
+    path.write_bytes(jsonl({"problem": "a", "answer": "1", "tags": [None, 1]},
+                           {"problem": "b", "answer": "2", "tags": None}))
+    prompts, _ = data.load_prompts(DataConfig(train_files=str(path), prompt_key="problem", answer_key="answer"),
+                                   tokenizer)
     assert [p.answer for p in prompts] == ["1", "2"]
     assert data.load_rows(str(path))[0]["tags"] == [None, 1]
 

@@ -22,18 +22,23 @@ FUZZ = settings(max_examples=250, deadline=10_000, database=None)  # ~3 s per te
 
 keys = st.sampled_from(["problem", "answer", "prompt", "content", "role", "x.y"]) | st.text(max_size=5)
 scalars = st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats(allow_nan=False) | st.text(max_size=12)
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3), max_leaves=6)
-messages = st.lists(st.fixed_dictionaries({"content": scalars}, optional={"role": st.sampled_from(["user", "system"]) | scalars}),
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+                      max_leaves=6)
+messages = st.lists(st.fixed_dictionaries({"content": scalars},
+                                          optional={"role": st.sampled_from(["user", "system"]) | scalars}),
                     max_size=3)
-chat = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "system"]), "content": st.text(min_size=1, max_size=20)}),
+chat = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "system"]),
+                                       "content": st.text(min_size=1, max_size=20)}),
                 min_size=1, max_size=2)
 good_rows = st.fixed_dictionaries({"problem": st.text(min_size=1, max_size=20) | chat,
                                    "answer": st.text(min_size=1, max_size=4) | st.integers(0, 99)})
-rows = good_rows | st.fixed_dictionaries({"problem": values | messages, "answer": values}) | st.dictionaries(keys, values, max_size=4)
+rows = (good_rows | st.fixed_dictionaries({"problem": values | messages, "answer": values})
+        | st.dictionaries(keys, values, max_size=4))
 good_lines = good_rows.map(lambda r: json.dumps(r).encode())
 lines = (rows.map(lambda r: json.dumps(r).encode()) | st.text(max_size=30).map(str.encode) | st.binary(max_size=30)
          | st.sampled_from([b"", b"   ", b"{", b"[]", b"null", b'{"problem": NaN, "answer": 1}']))
-files = (st.lists(good_lines, min_size=1, max_size=5) | st.lists(good_lines | lines, max_size=6)).map(b"\n".join) | st.binary(max_size=60)
+files = ((st.lists(good_lines, min_size=1, max_size=5) | st.lists(good_lines | lines, max_size=6)).map(b"\n".join)
+         | st.binary(max_size=60))
 settings_of_the_loader = st.fixed_dictionaries({
     "prompt_key": st.sampled_from(["problem", "problem", "problem", "prompt", "x.y"]),
     "answer_key": st.sampled_from(["answer", "answer", "answer", "content"]),
@@ -47,7 +52,8 @@ def tokenizer():
 
 def load_or_fail_in_one_line(path: Path, tokenizer, **cfg) -> None:
     try:
-        prompts, dropped = data.load_prompts(DataConfig(train_files=str(path), prompt_template="{problem}", **cfg), tokenizer)
+        prompts, dropped = data.load_prompts(DataConfig(train_files=str(path), prompt_template="{problem}", **cfg),
+                                             tokenizer)
     except data.DataError as e:
         message = str(e)
         assert len(message.splitlines()) == 1 and f"`{path}`" in message, message
@@ -79,5 +85,6 @@ def test_any_parquet_table_loads_or_fails_in_one_line(tokenizer, table_rows, cfg
         try:
             pq.write_table(pa.Table.from_pylist(table_rows), path)
         except (pa.ArrowException, OverflowError):  # rows pyarrow cannot type, or a struct parquet cannot store
-            pq.write_table(pa.table({"problem": pa.array([b"\x00"] * len(table_rows), pa.binary())}), path)  # a wrong type
+            # a wrong type
+            pq.write_table(pa.table({"problem": pa.array([b"\x00"] * len(table_rows), pa.binary())}), path)
         load_or_fail_in_one_line(path, tokenizer, **cfg)

@@ -60,7 +60,8 @@ def test_summary_of_hand_made_verdicts():
     # problem 0: 1 of 4 correct; problem 1: 4 of 4 correct; lengths 1..8
     acc = [True, False, False, False, True, True, True, True]
     records = [{"problem_index": i // 4, "problem_id": f"p{i // 4}", "sample": i % 4, "answer": "1", "acc": a,
-                "len": i + 1, "truncated": i == 0, "timeout": False, "pred": "1" if a else None} for i, a in enumerate(acc)]
+                "len": i + 1, "truncated": i == 0, "timeout": False, "pred": "1" if a else None}
+               for i, a in enumerate(acc)]
     metrics, problems = bm.summarize(records)
     assert [p["correct"] for p in problems] == [1, 4]
     assert metrics["pass@1"] == pytest.approx((1 / 4 + 1) / 2)  # mean accuracy, 5/8
@@ -82,13 +83,13 @@ def test_docstring_examples():
 
 
 class CountingEngine:
-    """A stand-in rollout engine: response j of call-prompt l is [seed + l*n + j, EOS] (vLLM's seeding)."""
+    """A stand-in rollout engine: response j of call-prompt i is [seed + i*n + j, EOS] (vLLM's seeding)."""
 
     def __init__(self):
         self.cfg = config.RolloutConfig(backend="hf", max_response_len=8)
 
     def generate(self, prompt_ids, n, seed):
-        rows = [[seed + l * n + j, 0] for l in range(len(prompt_ids)) for j in range(n)]
+        rows = [[seed + i * n + j, 0] for i in range(len(prompt_ids)) for j in range(n)]
         return rollout.split_responses(rows, eos_ids=[0])
 
 
@@ -108,13 +109,15 @@ def test_shards_cover_every_problem_once_with_equal_call_counts(num, world):
 @pytest.mark.parametrize("world, batch_size", [(3, 1), (2, 2), (4, 3)])
 def test_sharded_sampling_equals_one_process(world, batch_size):
     problems = [bm.Problem(problem=f"q{i}", answer=str(i), prompt_ids=[1, 2], id=f"p{i}") for i in range(7)]
-    single = ev.sample_shard(CountingEngine(), Digits(), problems, *ev.shard(7, 0, 1), n=3, seed=10, batch_size=4, progress=False)
+    single = ev.sample_shard(CountingEngine(), Digits(), problems, *ev.shard(7, 0, 1), n=3, seed=10, batch_size=4,
+                             progress=False)
     gathered = []
     for rank in reversed(range(world)):  # gather order must not matter
         gathered += ev.sample_shard(CountingEngine(), Digits(), problems, *ev.shard(7, rank, world), n=3, seed=10,
                                     batch_size=batch_size, progress=False)
     assert ev.merge_shards(gathered, 7) == single
-    assert [r["response"] for r in single[:4]] == ["Answer: 10", "Answer: 11", "Answer: 12", "Answer: 13"]  # seed + i*n + j
+    # seed + i*n + j
+    assert [r["response"] for r in single[:4]] == ["Answer: 10", "Answer: 11", "Answer: 12", "Answer: 13"]
     with pytest.raises(RuntimeError, match="expected 0..7"):
         ev.merge_shards(single, 8)
 
@@ -133,19 +136,22 @@ def test_sampling_settings_are_restored():
 
 
 def test_contest_golds_with_leading_zeros_and_floats_are_judged_as_integers():
-    rows = [json.loads(line) for name in ("aime24", "aime25", "amc23") for line in (REPO / "data" / f"{name}.jsonl").open()]
+    rows = [json.loads(line) for name in ("aime24", "aime25", "amc23")
+            for line in (REPO / "data" / f"{name}.jsonl").open()]
     assert any(r["answer"].startswith("0") for r in rows) and any(r["answer"].endswith(".0") for r in rows)
     golds = [bm.read_benchmark(name) for name in ("aime24", "aime25", "amc23")]
     assert [g["answer"] for gs in golds for g in gs] == [r["answer"] for r in rows]  # used as given
     right = reward.score_batch([f"Answer: {r['answer_normalized']}" for r in rows], [r["answer"] for r in rows])
-    wrong = reward.score_batch([f"Answer: {int(r['answer_normalized']) + 1}" for r in rows], [r["answer"] for r in rows])
+    wrong = reward.score_batch([f"Answer: {int(r['answer_normalized']) + 1}" for r in rows],
+                               [r["answer"] for r in rows])
     assert all(x.acc for x in right) and not any(x.acc for x in wrong)
 
 
 def test_math500_golds_match_themselves():
     rows = bm.read_benchmark("math500")
     assert len(rows) == 500
-    results = reward.score_batch([rf"The answer is $\boxed{{{r['answer']}}}$." for r in rows], [r["answer"] for r in rows])
+    results = reward.score_batch([rf"The answer is $\boxed{{{r['answer']}}}$." for r in rows],
+                                 [r["answer"] for r in rows])
     assert [r["id"] for r, x in zip(rows, results) if not x.acc] == []
 
 
@@ -160,7 +166,8 @@ def easy_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "easy.jsonl"
     rows = [json.loads(line) for line in (REPO / "tiny" / "test.jsonl").open()]
     easy = [r for r in rows if r["difficulty"] == 1][:3]
-    path.write_text("".join(json.dumps({"question": r["problem"], "solution": r["answer"], "id": r["id"]}) + "\n" for r in easy))
+    path.write_text("".join(json.dumps({"question": r["problem"], "solution": r["answer"], "id": r["id"]}) + "\n"
+                            for r in easy))
     return path
 
 
@@ -200,7 +207,8 @@ def test_eval_extracts_answers_on_the_task_it_was_trained_for(eval_run):
     preds = [p for problem in bench["problems"] for p in problem["preds"]]
     assert sum(p is not None for p in preds) >= len(preds) // 2  # the warm-started model writes "Answer: ..."
     assert bench["metrics"]["pass@1"] > 0  # and is right on some easy problems
-    assert [p["answer"] for p in bench["problems"]] == [json.loads(line)["answer"] for line in (REPO / "tiny" / "test.jsonl").open()
+    assert [p["answer"] for p in bench["problems"]] == [json.loads(line)["answer"]
+                                                        for line in (REPO / "tiny" / "test.jsonl").open()
                                                         if json.loads(line)["difficulty"] == 1][:2]  # --limit 2
 
 
@@ -217,14 +225,18 @@ def test_evaluate_with_a_training_engine(tmp_path):
 
     cfg = config.load("tiny_qae.yaml")
     tokenizer = load_tokenizer(cfg.model.name_or_path)
-    engine = rollout.make_rollout(cfg.rollout, load_policy(cfg.model, cfg.model.name_or_path), tokenizer, max_model_len=128)
+    engine = rollout.make_rollout(cfg.rollout, load_policy(cfg.model, cfg.model.name_or_path), tokenizer,
+                                  max_model_len=128)
     problems = ev.load_benchmark("tiny/test.jsonl", cfg.data, tokenizer, limit=3)
     assert [p.id for p in problems] == ["test-00000", "test-00001", "test-00002"] and problems[0].answer == "1052"
     kwargs = dict(n=2, seed=3, temperature=1.0, top_p=0.7, max_tokens=12)
     metrics = ev.evaluate(engine, tokenizer, problems, **kwargs)
-    assert set(metrics) >= {"pass@1", "pass@2", "len_mean", "truncated_frac", "num_problems", "temperature", "top_p", "max_tokens"}
-    assert (metrics["temperature"], metrics["top_p"], metrics["max_tokens"], metrics["num_problems"]) == (1.0, 0.7, 12, 3)
-    assert engine.cfg.temperature == cfg.rollout.temperature and engine.cfg.max_response_len == cfg.rollout.max_response_len
+    assert set(metrics) >= {"pass@1", "pass@2", "len_mean", "truncated_frac", "num_problems", "temperature", "top_p",
+                            "max_tokens"}
+    assert ((metrics["temperature"], metrics["top_p"], metrics["max_tokens"], metrics["num_problems"])
+            == (1.0, 0.7, 12, 3))
+    assert (engine.cfg.temperature == cfg.rollout.temperature
+            and engine.cfg.max_response_len == cfg.rollout.max_response_len)
     assert ev.evaluate(engine, tokenizer, problems, **kwargs) == metrics  # seeded
 
 
@@ -243,13 +255,15 @@ def resolved(argv, cfg):
 def test_settings_come_from_the_config_unless_a_flag_or_preset_is_given():
     cfg = config.from_dict({"eval": EVAL_SECTION})
     assert resolved([], cfg) == (["aime24", "amc23"], 3, 2, 0.5, 0.9, 12)
-    flags = ["--benchmarks", "math500", "--n", "5", "--limit", "1", "--temperature", "0.8", "--top-p", "0.6", "--max-tokens", "7"]
+    flags = ["--benchmarks", "math500", "--n", "5", "--limit", "1", "--temperature", "0.8", "--top-p", "0.6",
+             "--max-tokens", "7"]
     assert resolved(flags, cfg) == (["math500"], 5, 1, 0.8, 0.6, 7)
     assert resolved(["--sampling", "verl"], cfg)[3:5] == (1.0, 0.7)  # the preset over eval.temperature / eval.top_p
     assert resolved(["--sampling", "paper"], cfg)[3:5] == (0.7, 1.0)
     assert resolved(["--sampling", "verl", "--top-p", "0.95"], cfg)[3:5] == (1.0, 0.95)  # a flag over the preset
     defaults = config.from_dict({})  # config.py's defaults are the paper's protocol
-    assert resolved([], defaults) == (["aime24", "aime25", "amc23"], 32, None, 0.7, 1.0, defaults.rollout.max_response_len)
+    assert resolved([], defaults) == (["aime24", "aime25", "amc23"], 32, None, 0.7, 1.0,
+                                      defaults.rollout.max_response_len)
 
 
 def test_a_bad_value_names_the_flag_or_config_key_it_came_from():
@@ -269,7 +283,8 @@ def test_eval_runs_with_the_config_eval_section_and_flags_override_it(tmp_path):
         (bench,) = json.loads((tmp_path / "out" / "results.json").read_text())["benchmarks"].values()
         generations = [json.loads(line) for line in (tmp_path / "out" / "generations.jsonl").open()]
         assert len(generations) == bench["metrics"]["n"] * bench["metrics"]["num_problems"]
-        return bench["metrics"]["n"], bench["metrics"]["num_problems"], bench["settings"]["temperature"], bench["settings"]["max_tokens"]
+        return (bench["metrics"]["n"], bench["metrics"]["num_problems"], bench["settings"]["temperature"],
+                bench["settings"]["max_tokens"])
 
     assert run() == (3, 2, 0.5, 8)  # 3 samples of 2 problems, as the config says
     assert run("--n", "2", "--limit", "1", "--temperature", "1.0", "--max-tokens", "6") == (2, 1, 1.0, 6)
@@ -318,8 +333,9 @@ def test_plot_runs_writes_a_png_from_two_runs(tmp_path):
     assert doctest.testmod(plot_runs).failed == 0
     rng = random.Random(0)
     for run in ("qae", "dapo"):
-        rows = [{"step": s, "reward/mean": rng.uniform(-1, 1), "reward/acc": rng.random(), "policy/entropy": rng.random(),
-                 "adv/zero_frac": rng.random(), "response/len_mean": rng.uniform(5, 20)} for s in range(1, 13)]
+        rows = [{"step": s, "reward/mean": rng.uniform(-1, 1), "reward/acc": rng.random(),
+                 "policy/entropy": rng.random(), "adv/zero_frac": rng.random(), "response/len_mean": rng.uniform(5, 20)}
+                for s in range(1, 13)]
         rows[3]["policy/entropy"] = float("nan")  # skipped, not plotted
         (tmp_path / run).mkdir()
         (tmp_path / run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -46,7 +46,8 @@ def test_the_readme_forking_example_runs_as_written(monkeypatch, tmp_path):
     counts = {key: sum(1 for line in block.splitlines() if line.strip()) for key, block in blocks.items()}
     assert counts["code"] + counts["config"] < 30
     readme = (REPO / "README.md").read_text()
-    assert f"That is {counts['code']} lines of code, {counts['config']} of config and a {counts['test']}-line test" in readme
+    assert (f"That is {counts['code']} lines of code, {counts['config']} of config "
+            f"and a {counts['test']}-line test") in readme
 
 
 def test_without_the_entry_the_config_names_the_registered_baselines():

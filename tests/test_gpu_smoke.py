@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_cpu_smoke_passes_and_writes_its_table(tmp_path):
     env = {**os.environ, "SMOKE_CPU": "1", "SMOKE_VLLM": "0", "SMOKE_WORK": str(tmp_path), "PYTHON": sys.executable,
            "SMOKE_PORT": "29561", "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(["bash", "scripts/gpu_smoke.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(["bash", "scripts/gpu_smoke.sh"], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=900)
     summary = (tmp_path / "results" / "summary.txt").read_text()
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "RESULT: every check passed" in summary

@@ -38,8 +38,9 @@ def make_sweep(root: Path) -> None:
         (run / "config.yaml").write_text(yaml.safe_dump(cfg))
         rows = [{"step": step + 1, "policy/entropy": h, "policy/entropy_pos": h - 0.01, "policy/entropy_neg": h + 0.01,
                  "policy/entropy_zero": math.nan if K is None else h, "adv/zero_frac": 0.0 if K is None else 0.75,
-                 "adv/hard_frac": 0.5, "entropy_cov/pos": 0.01, "entropy_cov/neg": 0.02, "reward/acc": 0.25 * (step + 1),
-                 "response/len_mean": 14.0} for step, h in enumerate([0.5, 0.4, *late])]
+                 "adv/hard_frac": 0.5, "entropy_cov/pos": 0.01, "entropy_cov/neg": 0.02,
+                 "reward/acc": 0.25 * (step + 1), "response/len_mean": 14.0}
+                for step, h in enumerate([0.5, 0.4, *late])]
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # NaN written as json does
         (run / "eval_final" / "results.json").write_text(json.dumps(results(*PASS.get((K, seed), (0.3, 0.5)))))
     (root / "eval_start").mkdir()

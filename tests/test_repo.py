@@ -19,7 +19,9 @@ def test_every_listed_file_exists():
 def test_every_module_config_and_bench_is_listed():
     listed = file_map()
     wanted = [p.name for p in REPO.glob("*.py")]
-    wanted += [str(p.relative_to(REPO)) for p in [*REPO.glob("configs/**/*.yaml"), *REPO.glob("bench/*.py"), *REPO.glob("scripts/*")] if p.name != "__pycache__"]
+    wanted += [str(p.relative_to(REPO))
+               for p in [*REPO.glob("configs/**/*.yaml"), *REPO.glob("bench/*.py"), *REPO.glob("scripts/*")]
+               if p.name != "__pycache__"]
     unlisted = [p for p in wanted if p not in listed]
     assert not unlisted, f"README's file map does not mention: {unlisted}"
 

@@ -65,8 +65,10 @@ def test_conversion_is_the_pretrained_chat_model(smollm2_dir):
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     assert (tokenizer.bos_token, tokenizer.eos_token) == ("<|im_start|>", "<|im_end|>")
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True, tokenize=False)
-    assert prompt.startswith("<|im_start|>system\n") and prompt.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True,
+                                           tokenize=False)
+    assert (prompt.startswith("<|im_start|>system\n")
+            and prompt.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"))
 
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir)
     ids = tokenizer(ENGLISH, return_tensors="pt").input_ids  # (1, L)
@@ -96,7 +98,8 @@ def write_problems(path: Path, n: int = 16, seed: int = 0) -> Path:
     pairs = rng.sample([(a, b) for a in range(1, 10) for b in range(1, 10) if (a, b) not in ((1, 1), (3, 4))], n)
     with open(path, "w") as f:
         for a, b in pairs:
-            f.write(json.dumps({"problem": [*SHOTS, {"role": "user", "content": f"What is {a} + {b}?"}], "answer": str(a + b)}) + "\n")
+            f.write(json.dumps({"problem": [*SHOTS, {"role": "user", "content": f"What is {a} + {b}?"}],
+                                "answer": str(a + b)}) + "\n")
     return path
 
 

@@ -29,7 +29,8 @@ def write_config(tmp_path, policy, train_file, **sections):
 
 
 def run_train(*args, cwd=REPO):
-    return subprocess.run([sys.executable, str(REPO / "train.py"), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run([sys.executable, str(REPO / "train.py"), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
 
 
 def assert_one_line_error(proc, message):
@@ -61,7 +62,8 @@ def test_missing_config_file(tmp_path):
 
 def test_row_without_answer(tmp_path, tiny_policy_dir):
     data = tmp_path / "bad.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in [{"problem": "1+1", "answer": "2"}, {"problem": "2+2", "answer": "4"},
+    data.write_text("".join(json.dumps(r) + "\n" for r in [{"problem": "1+1", "answer": "2"},
+                                                            {"problem": "2+2", "answer": "4"},
                                                             {"problem": "3+3", "answer": ""}]))
     cfg = write_config(tmp_path, tiny_policy_dir, data)
     assert_one_line_error(run_train("--config", cfg), f"row 2 of `{data}` has no answer in column `answer`")
@@ -73,7 +75,8 @@ def test_output_dir_of_another_run_needs_resume(tmp_path, tiny_policy_dir, tiny_
     ckpt.mkdir(parents=True)
     (ckpt / "trainer_state.pt").write_bytes(b"")
     assert_one_line_error(run_train("--config", cfg), "already holds checkpoints up to step_000003; pass --resume")
-    assert_one_line_error(run_train("--config", cfg, "--resume", tmp_path / "elsewhere"), "is not a checkpoint directory")
+    assert_one_line_error(run_train("--config", cfg, "--resume", tmp_path / "elsewhere"),
+                          "is not a checkpoint directory")
 
 
 def test_resume_with_nothing_to_resume(tmp_path, tiny_policy_dir, tiny_train_file):

@@ -17,12 +17,12 @@ import importlib.util
 
 import pytest
 import torch
+from conftest import build_tiny_policy
 
 import rollout
 import rollout_vllm
 from config import RolloutConfig
 from policy import Policy, response_logprobs
-from conftest import build_tiny_policy
 
 VLLM_MISSING = importlib.util.find_spec("vllm") is None
 if not VLLM_MISSING:
@@ -63,7 +63,8 @@ def trainer_logp(model, tokenizer, prompt_ids, response_ids, temperature: float 
     n_tok = len(tokenizer)
     out = []
     with torch.no_grad():
-        logp, _, _ = response_logprobs(Policy(model), prompt_ids, response_ids, temperature, tokenizer.pad_token_id)  # (B, R)
+        logp, _, _ = response_logprobs(Policy(model), prompt_ids, response_ids, temperature,
+                                       tokenizer.pad_token_id)  # (B, R)
         for k, (p, r) in enumerate(zip(prompt_ids, response_ids)):
             logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1] / temperature  # (R, V)
             log_mass = logits.log_softmax(-1)[:, :n_tok].logsumexp(-1)  # (R,) log of the unmasked ids' mass
@@ -79,8 +80,9 @@ def greedy(engine, model, tokenizer, prompt):
         ours = engine.generate([prompt], n=1, seed=0).response_ids[0]
     finally:
         engine.cfg = cfg
-    hf = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long), do_sample=False,
-                        max_new_tokens=cfg.max_response_len, eos_token_id=engine.eos_ids, pad_token_id=tokenizer.pad_token_id,
+    hf = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                        do_sample=False, max_new_tokens=cfg.max_response_len, eos_token_id=engine.eos_ids,
+                        pad_token_id=tokenizer.pad_token_id,
                         suppress_tokens=list(range(len(tokenizer), model.config.vocab_size)))[0, len(prompt):].tolist()
     return ours, hf
 
@@ -104,7 +106,8 @@ def test_sync_weights_makes_vllm_match_the_trainer(setup):
     if not engine.sleep_mode:  # a GPU engine frees its weights between rollouts, so it has no stale copy to catch
         stale = logp_gap(engine, model, tokenizer, seed=7)
         stale_greedy = [greedy(engine, model, tokenizer, p) for p in PROMPTS]
-        print(f"before sync: max |logp_vllm - logp_trainer| = {stale:.3g}; greedy equal: {[a == b for a, b in stale_greedy]}")
+        print(f"before sync: max |logp_vllm - logp_trainer| = {stale:.3g}; "
+              f"greedy equal: {[a == b for a, b in stale_greedy]}")
         assert stale > 1e-2, "without sync_weights the engine should still hold the old weights"
 
     for step in (1, 2):  # a second step checks that syncing again works too
@@ -163,14 +166,18 @@ def test_padded_vocab_mask_passes_both_model_runners_loaders():
     from types import SimpleNamespace
 
     from vllm.v1.sample.logits_processor import LogitsProcessor as V1
-    from vllm.v1.worker.gpu.sample.logits_processor import build_custom_logits_processors
-    from vllm.v1.worker.gpu.sample.logits_processor import build_custom_logits_processors_params_validator
+    from vllm.v1.worker.gpu.sample.logits_processor import (
+        build_custom_logits_processors,
+        build_custom_logits_processors_params_validator,
+    )
 
     cls = rollout_vllm.mask_padded_vocab(5)
     assert issubclass(cls, V1)
+    # the request states the V2 runner passes
     states = SimpleNamespace(device=torch.device("cpu"), max_num_reqs=4, vocab_size=8, all_token_ids=None,
-                             prompt_len=None, prefill_len=None, total_len=None)  # the request states the V2 runner passes
-    (v2,) = build_custom_logits_processors(vllm_config=None, req_states=states, is_pooling_model=False, custom_logitsprocs=[cls])
+                             prompt_len=None, prefill_len=None, total_len=None)
+    (v2,) = build_custom_logits_processors(vllm_config=None, req_states=states, is_pooling_model=False,
+                                           custom_logitsprocs=[cls])
     build_custom_logits_processors_params_validator([cls])(None)  # the frontend's check accepts it too
     masked = v2.apply(torch.zeros(3, 8), ctx=None)  # V2: apply(logits, ctx)
     assert torch.isinf(masked[:, 5:]).all() and (masked[:, :5] == 0).all()
@@ -189,4 +196,5 @@ def test_padded_vocab_mask_passes_both_model_runners_loaders():
             pass
 
     with pytest.raises(ValueError, match="not a subclass"):
-        build_custom_logits_processors(vllm_config=None, req_states=states, is_pooling_model=False, custom_logitsprocs=[V1Only])
+        build_custom_logits_processors(vllm_config=None, req_states=states, is_pooling_model=False,
+                                       custom_logitsprocs=[V1Only])

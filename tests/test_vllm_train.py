@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_train_e2e import FAST
 from test_vllm_rollout import greedy, logp_gap, needs_vllm
 
@@ -63,7 +62,8 @@ def compare_after_sync(engine, model, tokenizer, seed: int) -> dict:
 
 
 def train_with_sync_checks(record: str, stale: bool, argv: list[str]) -> None:
-    """Run train.main(argv) with every sync_weights followed by compare_after_sync; write the comparisons to `record`."""
+    """Run train.main(argv) with every sync_weights followed by compare_after_sync; write the
+    comparisons to `record`."""
     import rollout
     import rollout_vllm
     import train
@@ -87,11 +87,13 @@ def train_with_sync_checks(record: str, stale: bool, argv: list[str]) -> None:
 
 
 def run_driver(tmp_path, stale: bool) -> tuple[list[dict], list[dict]]:
-    """Two steps of train.py on the tiny config with the vLLM backend; returns the check after each sync and the metrics."""
+    """Two steps of train.py on the tiny config with the vLLM backend; returns the check after
+    each sync and the metrics."""
     driver, record, out = tmp_path / "driver.py", tmp_path / "checks.json", tmp_path / "run"
     driver.write_text(DRIVER.format(repo=str(REPO), tests=str(REPO / "tests")))
-    argv = ["--config", "tiny_qae.yaml", "rollout.backend=vllm", "rollout.enforce_eager=true", "trainer.total_steps=2", "eval.every=0", "algorithm.tis_cap=2.0",
-            f"trainer.output_dir={out}", *FAST, "trainer.gen_batch_size=4"]  # tis_cap: the truncated importance weights run on vLLM log-probs
+    # tis_cap: the truncated importance weights run on vLLM log-probs
+    argv = ["--config", "tiny_qae.yaml", "rollout.backend=vllm", "rollout.enforce_eager=true", "trainer.total_steps=2",
+            "eval.every=0", "algorithm.tis_cap=2.0", f"trainer.output_dir={out}", *FAST, "trainer.gen_batch_size=4"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB of KV cache; the tiny run needs far less
     proc = subprocess.run([sys.executable, str(driver), str(record), "stale" if stale else "synced", *argv],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
@@ -99,7 +101,8 @@ def run_driver(tmp_path, stale: bool) -> tuple[list[dict], list[dict]]:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     checks = json.loads(record.read_text())
-    print(f"{'stale' if stale else 'synced'}: {checks}; rollout/logp_diff_max {[r['rollout/logp_diff_max'] for r in rows]}")
+    print(f"{'stale' if stale else 'synced'}: {checks}; "
+          f"rollout/logp_diff_max {[r['rollout/logp_diff_max'] for r in rows]}")
     assert len(checks) == 2, "one sync per step"
     assert max(r["sampling/gen_batches"] for r in rows) >= 2, "dynamic sampling never needed a second generation batch"
     return checks, rows
@@ -127,4 +130,5 @@ def test_a_skipped_sync_is_caught(tmp_path):
     assert matches(checks[0]), f"step 1, before any update, vLLM should hold the trainer's weights: {checks[0]}"
     assert not matches(checks[1]), f"step 2 ran on stale weights, yet the comparison did not notice: {checks[1]}"
     assert checks[1]["logp_gap"] > 100 * TOL  # caught by a wide margin, not by noise at the tolerance
-    assert rows[0]["rollout/logp_diff_max"] < METRIC_TOL < rows[1]["rollout/logp_diff_max"]  # train.py's alarm sees it too
+    # train.py's alarm sees it too
+    assert rows[0]["rollout/logp_diff_max"] < METRIC_TOL < rows[1]["rollout/logp_diff_max"]

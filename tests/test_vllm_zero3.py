@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_vllm_rollout import needs_vllm
 
 REPO = Path(__file__).resolve().parents[1]
