@@ -62,6 +62,8 @@ import time
 from pathlib import Path
 
 import torch
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
 from tiny_task import (  # scripts/ is on sys.path when this file runs as a script
     LEVELS,
     MAX_NEW_TOKENS,
@@ -76,7 +78,6 @@ from tiny_task import (  # scripts/ is on sys.path when this file runs as a scri
     worked_answer,
     write_jsonl,
 )
-from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 # ---------------------------------------------------------------------------------------------
 # Settings. Changing any of them changes the committed artifact; rerun the full build (the task's

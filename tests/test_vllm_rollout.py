@@ -17,11 +17,11 @@ import importlib.util
 
 import pytest
 import torch
-from conftest import build_tiny_policy
 
 import rollout
 import rollout_vllm
 from config import RolloutConfig
+from conftest import build_tiny_policy
 from policy import Policy, response_logprobs
 
 VLLM_MISSING = importlib.util.find_spec("vllm") is None

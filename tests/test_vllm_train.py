@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from test_train_e2e import FAST
 from test_vllm_rollout import greedy, logp_gap, needs_vllm
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from test_vllm_rollout import needs_vllm
 
 REPO = Path(__file__).resolve().parents[1]
