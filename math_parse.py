@@ -13,14 +13,16 @@ reward.py calls `parse(text)` on a final answer the model wrote (`\frac{1}{2}`, 
     power    := postfix ["^" exponent]                      # right-associative
     postfix  := atom ("!" | "_" subscript)*
     atom     := number | letter | constant | greek | \frac | \sqrt | \binom | function | ( ) | [ ]
-                | { } | \{ \} | |x| | \begin{pmatrix} ... \end{pmatrix}
+                | { } | \{ \} | |x| | \begin{pmatrix} ... \end{pmatrix} | sum
     function := (\sin | \cos | ... | \ln | \log["_" arg]) ["^" exponent] (parenthesised | product)
+    sum      := \sum "_" "{" letter "=" expr "}" "^" exponent product
 
 Safety, numbered (reward.py's policy rule 4):
 1. Nothing here calls eval, exec, sympify or parse_expr. Text becomes tokens from one regex;
    tokens become sympy objects only through constructors (Rational, Symbol, Add, Mul, Pow, sin,
    ...) on values already checked. An unknown token is a ParseError, never a guess.
-2. Sizes are capped before any arithmetic: tokens (MAX_TOKENS) and nesting (MAX_DEPTH) here;
+2. Sizes are capped before any arithmetic: tokens (MAX_TOKENS, math_tokens.py), nesting
+   (MAX_DEPTH) here;
    digits per number (MAX_DIGITS), the bit size of an exact power, factorial or binomial
    (MAX_BITS), and the exponent of a non-rational base (MAX_SYMBOLIC_EXP) in math_values.py's
    constructors. sympy evaluates `9**(9**9)` eagerly on construction, so the check must come
@@ -37,77 +39,54 @@ Readings, numbered (choices a grader has to make; each is repeated at its line):
    {a + b, a - b} (Seq "pm").
 6. `\sin x \cos x` is sin(x) cos(x): a function's unparenthesised argument stops at the next
    function; `\sin^{-1} x` is arcsin x; `\log` is the natural logarithm unless `\log_b`.
+7. `\sum_{k=a}^{b} t` is an opaque sum(t, k, a, b) that is never evaluated: two sums are equal
+   when their parts are (`F_{n-k-1} F_k` = `F_k F_{n-k-1}`: products are canonical). A
+   subscript may hold + and -: `F_{n-k-1}` is one variable named by its text.
 
-Files: this one (tokens and the grammar, one recursive-descent parser: it stays one file at
-~440 lines because the grammar reads best in one place) and math_values.py (the value types
-and the capped constructors every rule calls).
+Files: this one (the grammar, one recursive-descent parser), math_tokens.py (the tokenizer and
+the allow-listed commands) and math_values.py (the value types and the capped constructors
+every rule calls).
 """
 
 from __future__ import annotations
 
-import re
-
 import sympy as sp
 
+from math_tokens import (
+    ADD_OPS,
+    CONSTANTS,
+    DIV_OPS,
+    EMPTY_SETS,
+    FRACS,
+    FUNCTIONS,
+    GREEK,
+    INVERSES,
+    MATRIX_ENVS,
+    MUL_OPS,
+    RELATIONS,
+    Tokens,
+    tokenize,
+)
 from math_values import (
-    EMPTY_SET, Matrix, ParseError, Relation, Seq, Union, as_expr, binomial, divide,
-    expand_pm, factorial, interval, letter, number, power, set_part,
+    EMPTY_SET,
+    Matrix,
+    ParseError,
+    Relation,
+    Seq,
+    Union,
+    as_expr,
+    binomial,
+    divide,
+    expand_pm,
+    factorial,
+    interval,
+    letter,
+    number,
+    power,
+    set_part,
 )
 
-MAX_TOKENS = 600  # an answer longer than this is not a final answer
 MAX_DEPTH = 40  # nested groups; 10k nested braces fail fast instead of overflowing the stack
-
-# ----------------------------------------------------------------------------------------------
-# Tokens
-# ----------------------------------------------------------------------------------------------
-
-_TOKEN_RE = re.compile(
-    r"\s*(?:(?P<num>\d+(?:\.\d*)?|\.\d+)"
-    r"|(?P<cmd>\\[a-zA-Z]+|\\[{}|\\])"
-    r"|(?P<var>[a-zA-Z])"
-    r"|(?P<op><=|>=|!=|[-+*/^_=<>!,;()\[\]{}|&]))"
-)
-
-_RELATIONS = {
-    "=": "=", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "!=": "!=",
-    r"\le": "<=", r"\leq": "<=", r"\leqslant": "<=", r"\ge": ">=", r"\geq": ">=",
-    r"\geqslant": ">=", r"\lt": "<", r"\gt": ">", r"\ne": "!=", r"\neq": "!=", r"\in": "in",
-}
-_ADD_OPS = {"+", "-", r"\pm", r"\mp"}
-_MUL_OPS = {"*", r"\cdot", r"\times"}
-_DIV_OPS = {"/", r"\div"}
-_FUNCTIONS = {
-    r"\sin": sp.sin, r"\cos": sp.cos, r"\tan": sp.tan, r"\cot": sp.cot, r"\sec": sp.sec,
-    r"\csc": sp.csc, r"\arcsin": sp.asin, r"\arccos": sp.acos, r"\arctan": sp.atan,
-    r"\sinh": sp.sinh, r"\cosh": sp.cosh, r"\tanh": sp.tanh, r"\ln": sp.log, r"\log": sp.log,
-    r"\exp": sp.exp,
-}
-_INVERSES = {r"\sin": r"\arcsin", r"\cos": r"\arccos", r"\tan": r"\arctan"}
-_CONSTANTS = {r"\pi": sp.pi, r"\infty": sp.oo, r"\imath": sp.I}
-_EMPTY_SETS = {r"\emptyset", r"\varnothing"}
-_GREEK = {
-    "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta",
-    "vartheta", "iota", "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon",
-    "phi", "varphi", "chi", "psi", "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Sigma",
-    "Phi", "Psi", "Omega",
-}
-_FRACS = {r"\frac", r"\dfrac", r"\tfrac", r"\cfrac"}
-_MATRIX_ENVS = {"pmatrix", "bmatrix", "matrix", "smallmatrix"}
-
-
-def tokenize(text: str) -> list[tuple[str, str]]:
-    """Split text into (kind, text) tokens; kind is num, cmd, var or op."""
-    tokens, pos, end = [], 0, len(text.rstrip())
-    while pos < end:
-        m = _TOKEN_RE.match(text, pos)
-        if m is None:
-            raise ParseError(f"unexpected character {text[pos]!r}")
-        kind = m.lastgroup
-        tokens.append((kind, m.group(kind)))
-        if len(tokens) > MAX_TOKENS:
-            raise ParseError("answer too long")
-        pos = m.end()
-    return tokens
 
 
 # ----------------------------------------------------------------------------------------------
@@ -115,32 +94,11 @@ def tokenize(text: str) -> list[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------
 
 
-class _Parser:
+class _Parser(Tokens):
     def __init__(self, text: str):
-        self.toks = tokenize(text)
-        self.i = 0
+        super().__init__(tokenize(text))
         self.depth = 0
         self.in_abs = 0  # inside |...| a "|" closes; outside it opens (2|x| = 2 * |x|)
-
-    # -- token helpers
-    def peek(self) -> str:
-        return self.toks[self.i][1] if self.i < len(self.toks) else ""
-
-    def peek_kind(self) -> str:
-        return self.toks[self.i][0] if self.i < len(self.toks) else "end"
-
-    def take(self) -> str:
-        if self.i >= len(self.toks):
-            raise ParseError("unexpected end of answer")
-        self.i += 1
-        return self.toks[self.i - 1][1]
-
-    def expect(self, text: str) -> None:
-        if self.take() != text:
-            raise ParseError(f"expected {text!r}")
-
-    def prev_kind(self) -> str:
-        return self.toks[self.i - 1][0] if self.i > 0 else ""
 
     # -- grammar, loosest first
     def answer(self):
@@ -158,8 +116,8 @@ class _Parser:
 
     def relation(self):
         terms, ops = [self.union()], []
-        while self.peek() in _RELATIONS:
-            ops.append(_RELATIONS[self.take()])
+        while self.peek() in RELATIONS:
+            ops.append(RELATIONS[self.take()])
             terms.append(self.union())
         return terms[0] if not ops else Relation(tuple(terms), tuple(ops))
 
@@ -173,12 +131,12 @@ class _Parser:
         return Union(tuple(set_part(p) for p in parts))
 
     def expr(self):
-        sign = self.take() if self.peek() in _ADD_OPS else "+"
+        sign = self.take() if self.peek() in ADD_OPS else "+"
         first = self.term()
-        if sign == "+" and self.peek() not in _ADD_OPS:
+        if sign == "+" and self.peek() not in ADD_OPS:
             return first  # may be a tuple, interval, set or matrix
         terms = [(sign, first)]
-        while self.peek() in _ADD_OPS:
+        while self.peek() in ADD_OPS:
             sign = self.take()
             terms.append((sign, self.term()))
         return expand_pm(terms)
@@ -187,17 +145,17 @@ class _Parser:
         value, start = self.signed(), self.i
         while True:
             tok = self.peek()
-            if tok in _MUL_OPS:
+            if tok in MUL_OPS:
                 self.take()
                 value = as_expr(value) * as_expr(self.signed())
-            elif tok in _DIV_OPS:
+            elif tok in DIV_OPS:
                 self.take()
                 value = divide(value, self.signed())
             elif self.starts_factor():
                 if self.peek_kind() == "num" and self.prev_kind() == "num":
                     raise ParseError("two numbers side by side")  # reading 4: "42 43" is a hedge
                 mixed = (isinstance(value, sp.Integer) and value >= 0 and self.i == start
-                         and self.prev_kind() == "num" and tok in _FRACS)
+                         and self.prev_kind() == "num" and tok in FRACS)
                 factor = self.power()
                 if mixed and isinstance(factor, sp.Rational) and 0 < factor < 1:
                     value = value + factor  # reading 3: 1\frac{4}{5} is a mixed number
@@ -210,8 +168,8 @@ class _Parser:
         kind, tok = self.peek_kind(), self.peek()
         return kind in ("num", "var") or tok in ("(", "{") or (tok == "|" and not self.in_abs) or (
             kind == "cmd"
-            and (tok in _FUNCTIONS or tok in _CONSTANTS or tok in _FRACS or tok[1:] in _GREEK
-                 or tok in (r"\sqrt", r"\binom", r"\dbinom", r"\tbinom"))
+            and (tok in FUNCTIONS or tok in CONSTANTS or tok in FRACS or tok[1:] in GREEK
+                 or tok in (r"\sqrt", r"\binom", r"\dbinom", r"\tbinom", r"\sum"))
         )
 
     def signed(self):
@@ -259,8 +217,8 @@ class _Parser:
         self.take()
         parts = []
         while self.peek() not in ("}", ""):
-            if self.peek_kind() not in ("num", "var"):
-                raise ParseError("subscript must be letters and digits")
+            if self.peek_kind() not in ("num", "var") and self.peek() not in ("+", "-"):
+                raise ParseError("subscript must be letters, digits, + and -")  # reading 7
             parts.append(self.take())
         self.expect("}")
         return "".join(parts)
@@ -295,22 +253,24 @@ class _Parser:
             self.in_abs -= 1
             self.expect("|")
             return sp.Abs(as_expr(value))
-        if tok in _CONSTANTS:
-            return _CONSTANTS[tok]
-        if tok in _EMPTY_SETS:
+        if tok in CONSTANTS:
+            return CONSTANTS[tok]
+        if tok in EMPTY_SETS:
             return EMPTY_SET
-        if tok[1:] in _GREEK:
+        if tok[1:] in GREEK:
             return sp.Symbol(tok[1:])
-        if tok in _FRACS:
+        if tok in FRACS:
             return divide(self.arg(), self.arg())
         if tok == r"\sqrt":
             return self.sqrt()
         if tok in (r"\binom", r"\dbinom", r"\tbinom"):
             return binomial(self.arg(), self.arg())
-        if tok in _FUNCTIONS:
+        if tok in FUNCTIONS:
             return self.function(tok)
         if tok == r"\begin":
             return self.matrix()
+        if tok == r"\sum":
+            return self.big_sum()
         raise ParseError(f"unsupported token {tok!r}")
 
     def arg(self):
@@ -372,17 +332,32 @@ class _Parser:
             self.take()
             argument = as_expr(self.expr())
             self.expect(")")
-        else:  # reading 6: \sin 2x; the argument runs over implicit products, up to a function
-            argument = as_expr(self.power())
-            while self.starts_factor() and self.peek() not in _FUNCTIONS:
-                argument = argument * as_expr(self.power())
-        if exp == -1 and name in _INVERSES:  # \sin^{-1} x is arcsin x
-            name, exp = _INVERSES[name], None
-        value = _FUNCTIONS[name](argument) if base is None else sp.log(argument, base)
+        else:  # reading 6: \sin 2x
+            argument = self.product()
+        if exp == -1 and name in INVERSES:  # \sin^{-1} x is arcsin x
+            name, exp = INVERSES[name], None
+        value = FUNCTIONS[name](argument) if base is None else sp.log(argument, base)
         if exp is None and self.peek() == "^":
             self.take()
             exp = self.exponent()
         return value if exp is None else power(value, exp)
+
+    def product(self) -> sp.Expr:
+        """Reading 6: an unparenthesised argument runs over implicit products, up to a function."""
+        value = as_expr(self.power())
+        while self.starts_factor() and self.peek() not in FUNCTIONS:
+            value = value * as_expr(self.power())
+        return value
+
+    def big_sum(self) -> sp.Expr:
+        """Reading 7: \\sum_{k=a}^{b} t as the opaque sum(t, k, a, b)."""
+        self.expect("_")
+        bound = self.atom()
+        if not (isinstance(bound, Relation) and bound.ops == ("=",) and isinstance(bound.terms[0], sp.Symbol)):
+            raise ParseError("a sum needs _{k=a}")
+        self.expect("^")
+        upper = as_expr(self.exponent())
+        return sp.Function("sum")(self.product(), bound.terms[0], as_expr(bound.terms[1]), upper)
 
     def env_name(self) -> str:
         self.expect("{")
@@ -394,7 +369,7 @@ class _Parser:
 
     def matrix(self) -> Matrix:
         env = self.env_name()
-        if env not in _MATRIX_ENVS:
+        if env not in MATRIX_ENVS:
             raise ParseError(f"unsupported environment {env!r}")
         rows, row = [], []
         while True:
@@ -418,7 +393,6 @@ class _Parser:
         if not rows or len({len(r) for r in rows}) != 1:
             raise ParseError("matrix rows of different lengths")
         return Matrix(tuple(rows))
-
 
 
 def parse(text: str):
