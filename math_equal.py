@@ -5,10 +5,12 @@ Interval, Union, Relation and Matrix. The comparison, by kind of gold:
 
     number or expression   a == b in sympy's canonical form, else agreement at high precision
     tuple                  same length, elementwise, in order
-    set, list, a \pm b     the same multiset of elements, in any order
+    set, list              the same elements, in any order (a repeated element counts once)
+    a \pm b                the same multiset of elements, in any order
     interval, union        the same parts (endpoints and open/closed ends), in any order
-    inequality             converted to intervals; the prediction may be an interval or an
-                           inequality (the reverse, an inequality against an interval, is not)
+    inequality             converted to intervals (also -x > -1, and a <= |z| <= b as two
+                           intervals); the prediction may be an interval or an inequality
+                           (the reverse, an inequality against an interval, is not)
     equation               (lhs - rhs) of both agree up to a nonzero constant factor
     matrix                 same shape, elementwise; a vector may be written as a tuple
 
@@ -24,16 +26,25 @@ Exactness, numbered:
    pass for an irrational; expressions with variables must agree at three generic points.
    expand/simplify are never called: their cost is unbounded ((x+y+z+w)^80), while evaluation
    at a point costs about the same for any expression the parser's caps allow (math_values.py).
+3. The one tolerance (rounds_to): a gold written as a decimal with at least MIN_ROUNDED_DIGITS
+   significant digits may itself be rounded (33.3 for 100/3; 4.123105625617661 for sqrt(17)).
+   A prediction whose exact value rounds to it at the gold's last written digit answers it,
+   unless the prediction is a terminating decimal itself (1.249 against 1.25: a rounded or
+   wrong decimal never passes). Never the other way round: 0.333 against 1/3 stays incorrect.
 """
 
 from __future__ import annotations
 
+import re
+
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from math_values import Interval, Matrix, Relation, Seq, Union
 
 MIN_DIGITS = 100  # numeric comparison precision, before raising it for long numbers
 MAX_DIGITS = 2000  # ... and its ceiling, which bounds the cost of one evaluation
+MIN_ROUNDED_DIGITS = 3  # exactness 3: significant digits a decimal gold needs to count as rounded
 _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
@@ -58,9 +69,13 @@ def scalars_equal(a: sp.Expr, b: sp.Expr) -> bool:
     diff = a - b
     if diff == 0:
         return True
-    if diff.is_Rational:
-        return False
+    if diff.is_Rational or _opaque(a) or _opaque(b):
+        return False  # an opaque sum (math_parse reading 7) is equal only in canonical form
     return _agree_numerically(a, b)
+
+
+def _opaque(v: sp.Expr) -> bool:
+    return bool(v.atoms(AppliedUndef))
 
 
 def _has_infinity(v: sp.Expr) -> bool:
@@ -98,6 +113,38 @@ def _agree_numerically(a: sp.Expr, b: sp.Expr) -> bool:
     return bool(pairs) and all(abs(va - vb) <= tol * max(abs(va), abs(vb)) for va, vb in pairs)
 
 
+def _terminates(r: sp.Rational) -> bool:
+    """Whether the rational r has a finite decimal expansion (its denominator is 2^a 5^b)."""
+    q = int(r.q)
+    for prime in (2, 5):
+        while q % prime == 0:
+            q //= prime
+    return q == 1
+
+
+def rounds_to(gold_text: str, value) -> bool:
+    """Exactness 3: value rounds to the decimal gold_text at its last written digit.
+
+    >>> from sympy import Rational, sqrt
+    >>> rounds_to("33.3", Rational(100, 3)), rounds_to("4.123105625617661", sqrt(17))
+    (True, True)
+    >>> rounds_to("1.25", Rational(1249, 1000)), rounds_to("0.33", Rational(1, 3))
+    (False, False)
+    """
+    m = re.fullmatch(r"[+-]?(\d*)\.(\d+)", gold_text.strip())
+    if m is None or not isinstance(value, sp.Expr) or not value.is_number or _has_infinity(value):
+        return False
+    if len((m.group(1) + m.group(2)).lstrip("0")) < MIN_ROUNDED_DIGITS:
+        return False
+    if value.is_Rational and _terminates(value):
+        return False  # a decimal prediction must equal the gold exactly
+    decimals = len(m.group(2))
+    v = sp.N(value, min(len(m.group(1)) + decimals + 30, MAX_DIGITS))
+    if not v.is_real:
+        return False
+    return bool(abs(v - sp.Rational(gold_text.strip())) < sp.Rational(5, 10 ** (decimals + 1)))
+
+
 # ----------------------------------------------------------------------------------------------
 # Equations, inequalities, assignments
 # ----------------------------------------------------------------------------------------------
@@ -109,7 +156,7 @@ def equations_equal(g: Relation, p: Relation) -> bool:
     if len(g.ops) != 1 or g.ops != p.ops or g.ops[0] != "=":
         return g == p
     a, b = g.terms[0] - g.terms[1], p.terms[0] - p.terms[1]
-    if a == 0 or b == 0:
+    if a == 0 or b == 0 or _opaque(a) or _opaque(b):
         return a == b
     symbols = sorted(a.free_symbols | b.free_symbols, key=str)
     prec = _precision(a, b)
@@ -120,20 +167,49 @@ def equations_equal(g: Relation, p: Relation) -> bool:
             and all(abs(r - ratios[0]) <= tol * abs(ratios[0]) for r in ratios))
 
 
+def _signed_symbol(term) -> tuple[sp.Symbol, int] | None:
+    """(x, 1) for x, (x, -1) for -x; None for anything else (2x > 4 is not simplified here)."""
+    if isinstance(term, sp.Symbol):
+        return term, 1
+    if isinstance(term, sp.Expr) and isinstance(-term, sp.Symbol):
+        return -term, -1
+    return None
+
+
+def _abs_range(terms: tuple, ops: tuple) -> Union | None:
+    """a <= |z| <= b (a >= 0): the set of z, [-b, -a] and [a, b]."""
+    lo, mid, hi = terms
+    if ops[0] in (">", ">="):
+        lo, hi, ops = hi, lo, (_FLIP[ops[1]], _FLIP[ops[0]])
+    if not (isinstance(mid, sp.Abs) and isinstance(mid.args[0], sp.Symbol) and set(ops) <= {"<", "<="}
+            and not lo.free_symbols and not hi.free_symbols and lo.is_nonnegative):
+        return None
+    lo_open, hi_open = ops[0] == "<", ops[1] == "<"
+    if lo == 0 and not lo_open:
+        return Union((Interval(-hi, hi, hi_open, hi_open),))
+    return Union((Interval(-hi, -lo, hi_open, lo_open), Interval(lo, hi, lo_open, hi_open)))
+
+
 def inequality_set(v) -> Interval | Union | None:
-    """`a < x <= b`, `x > a`, `3 < x` (and lists of them, from "or") as intervals; else None."""
+    """`a < x <= b`, `x > a`, `3 < x`, `-x > -1`, `1 <= |z| <= 2` (and lists of them, from "or")
+    as intervals; else None."""
     if isinstance(v, Seq) and v.kind == "list":
         parts = [inequality_set(item) for item in v.items]
         return None if None in parts else Union(tuple(parts))
     if not (isinstance(v, Relation) and all(op in _FLIP for op in v.ops)):
         return None
     terms, ops = v.terms, v.ops
-    if len(terms) == 2 and isinstance(terms[1], sp.Symbol) and not terms[0].free_symbols:
+    if len(terms) == 2 and _signed_symbol(terms[1]) and not terms[0].free_symbols:
         terms, ops = terms[::-1], (_FLIP[ops[0]],)  # 3 < x -> x > 3
+    signed = _signed_symbol(terms[0]) if len(terms) == 2 else None
+    if signed is not None and signed[1] == -1 and not terms[1].free_symbols:
+        terms, ops = (signed[0], -terms[1]), (_FLIP[ops[0]],)  # -x > -1 -> x < 1
     if len(terms) == 2 and isinstance(terms[0], sp.Symbol) and not terms[1].free_symbols:
         if ops[0] in ("<", "<="):
             return Interval(-sp.oo, terms[1], True, ops[0] == "<")
         return Interval(terms[1], sp.oo, ops[0] == ">", True)
+    if len(terms) == 3 and isinstance(terms[1], sp.Abs):
+        return _abs_range(terms, ops)
     if len(terms) == 3 and isinstance(terms[1], sp.Symbol) and set(ops) <= {"<", "<="}:
         return Interval(terms[0], terms[2], ops[0] == "<", ops[1] == "<")
     if len(terms) == 3 and isinstance(terms[1], sp.Symbol) and set(ops) <= {">", ">="}:
@@ -210,9 +286,10 @@ def _seqs_equal(g: Seq, p) -> bool:
     if g.kind == "tuple":  # ordered: a tuple, or a bare list in the same order
         return (p.kind in ("tuple", "list") and len(g.items) == len(preds)
                 and all(answers_equal(a, b) for a, b in zip(g.items, preds)))
-    if g.kind == "set" and p.kind == "set":  # \{1, 2, 2\} = \{1, 2\}: repeats do not count
-        return (all(any(answers_equal(a, b) for b in preds) for a in g.items)
-                and all(any(answers_equal(a, b) for a in g.items) for b in preds))
+    if (g.kind, p.kind) in (("set", "set"), ("list", "list")):  # \{1, 2, 2\} = \{1, 2\}
+        golds, preds = _flat(g.items), _flat(preds)  # repeats do not count
+        return (all(any(answers_equal(a, b) for b in preds) for a in golds)
+                and all(any(answers_equal(a, b) for a in golds) for b in preds))
     return _match_unordered(_flat(g.items), _flat(preds), answers_equal)
 
 
