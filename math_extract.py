@@ -1,0 +1,234 @@
+r"""Policy 1 of reward.py's verify mode: the final answer of a response (string work only).
+
+    extract_answer(response) -> str | None
+
+The final answer is the last box group or the last `Answer:` line, whichever starts last; no
+marker at all means no answer (the last number in the text is never taken). Only the last
+TAIL_CHARS characters are scanned, every step is a bounded number of linear passes over them,
+and nothing here parses mathematics: reward.py normalises and compares what this returns.
+
+Choices, numbered (each is repeated at its line):
+1. A box is `\boxed{...}`, `\fbox{...}` or `\boxed 7`. An empty `\boxed{}` (an echoed
+   instruction) is skipped; an unclosed final box means the answer was cut off: no answer.
+2. Box groups: boxes separated only by connectives (spaces, punctuation, $ and \( \) \[ \],
+   \quad, "and", "or", `\text{ and }`, a label such as `y_2 =`, "for part (a)") are one answer,
+   their contents joined with ", " (a content repeated counts once), at most MAX_GROUP boxes.
+   `\boxed{-2} \quad\text{and}\quad \boxed{1}` answers the gold `1, -2`; against a one-part
+   gold two different boxes are a hedge. A blank line or any other word ends a group:
+   `\boxed{41}, but that fails. Correct: \boxed{42}` reads 42.
+3. An `Answer:` line (any case, markdown bold allowed) runs to the end of its line; an empty
+   rest takes the next non-empty line, and a display block opened right after the marker
+   (`\[ ... \]`, `$$ ... $$`) is read to its end. The line stops at a chat-template token
+   (`<|im_start|>`, `</s>`, ...), at "I hope it is correct" (Minerva's format) and at "Note:".
+   A leading "The (final) answer is" and surrounding quotes are dropped.
+4. Prose on an Answer line (two or more words outside math, besides "and"/"or") is read as a
+   sentence ending at its first full stop (a later sentence naming a value makes it a hedge),
+   and only when it names exactly one value (a math span
+   or a number): "The largest $n$ is 34" -> 34 (the value after the last is/are/=/equals, the
+   subject of "is" named before it not counting); "Therefore $x \ge 5$ is the solution" -> the
+   value before "is the solution/answer"; "We find that $x < 3$" -> the one value. A value
+   the sentence negates ("is not 10, it is 12") does not count; one stated after an earlier
+   "is" ("is 10, which is 12") competes. A hedge word (about, approximately, least, more,
+   twice, but, ...), a "not" near the answer or a competing value leaves the line as written,
+   which then fails to parse: a hedge never becomes an answer. Several values after the last
+   "is" joined by "and"/"or" are a list ("The roots are $1$ or $2$" -> 1, 2), which a one-part
+   gold refuses like any other list.
+"""
+
+from __future__ import annotations
+
+import re
+
+TAIL_CHARS = 8192  # only the end of a response is scanned for the final answer
+MAX_GROUP = 8  # boxes joined into one answer (choice 2); a longer chain keeps its last 8
+MAX_GAP = 80  # characters between two boxes of one group
+MAX_BLOCK = 2000  # characters of a display block read after `Answer:` (choice 3)
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+_ANSWER_RE = re.compile(r"(?<![A-Za-z])answer\s*(?:\*{1,2}|_{1,2})?\s*:", re.IGNORECASE)  # **Answer**:
+
+
+def group_end(text: str, start: int) -> int:
+    """Index after the `}` closing the `{` at text[start], or -1 if it never closes. Linear."""
+    depth, i = 0, start
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2  # \{ and \} are not grouping braces
+            continue
+        depth += (ch == "{") - (ch == "}")
+        if depth == 0:
+            return i + 1
+        i += 1
+    return -1
+
+
+# ----------------------------------------------------------------------------------------------
+# Boxes (choices 1 and 2)
+# ----------------------------------------------------------------------------------------------
+
+
+def _box_at(text: str, box: re.Match) -> tuple[int, str | None]:
+    """(end, content) of the box starting at box; content None if it never closes."""
+    j = box.end()
+    while j < len(text) and text[j] == " ":
+        j += 1
+    if j < len(text) and text[j] == "{":
+        end = group_end(text, j)
+        return (len(text), None) if end < 0 else (end, text[j + 1 : end - 1])
+    bare = re.match(r"[^\s$]+", text[j:])  # \boxed 7
+    return (j + bare.end(), bare.group(0)) if bare else (j, None)
+
+
+_LABEL_RE = re.compile(r"(?<![A-Za-z\\])[A-Za-z](?:_\{?[A-Za-z0-9]{1,4}\}?)?\s*=")  # y_2 =
+_GAP_NOISE_RE = re.compile(r"\\(?:quad|qquad|[,;:! ()\[\]\\])|\\text\s*\{|[${}~&]")
+_CONNECTIVES = {"and", "or", "also", "for", "part", "parts", "respectively",
+                "(a)", "(b)", "(c)", "(d)", "(e)", "(i)", "(ii)", "(iii)"}
+
+
+def _is_connective(gap: str) -> bool:
+    """Choice 2: whether the text between two boxes only joins them."""
+    if len(gap) > MAX_GAP or re.search(r"\n\s*\n", gap):
+        return False  # a blank line starts a new thought
+    words = _GAP_NOISE_RE.sub(" ", _LABEL_RE.sub(" ", gap)).split()
+    return all(w.strip(",;.:") in _CONNECTIVES or not w.strip(",;.:") for w in words)
+
+
+def last_box_group(text: str) -> tuple[int, str | None] | None:
+    """(start of the last box, the group's answer) or None without a box; answer None if the last
+    box is unclosed. Choices 1 and 2."""
+    boxes = list(_BOX_RE.finditer(text))
+    k = len(boxes) - 1
+    while k >= 0:  # the last box with content, skipping empty ones
+        end, content = _box_at(text, boxes[k])
+        if content is None:
+            return boxes[k].start(), None  # choice 1: cut off
+        if content.strip():
+            break
+        k -= 1
+    if k < 0:
+        return None
+    last_start, contents, start = boxes[k].start(), [content.strip()], boxes[k].start()
+    while k > 0 and len(contents) < MAX_GROUP:
+        k -= 1
+        prev_end, prev = _box_at(text, boxes[k])
+        if prev is None or not prev.strip() or prev_end > start or not _is_connective(text[prev_end:start]):
+            break
+        contents.append(prev.strip())
+        start = boxes[k].start()
+    return last_start, ", ".join(dict.fromkeys(reversed(contents)))  # a repeated box counts once
+
+
+# ----------------------------------------------------------------------------------------------
+# The Answer line (choices 3 and 4)
+# ----------------------------------------------------------------------------------------------
+
+_STOP_RE = re.compile(r"<\||</s>|<eos>|<end_of_turn>|\[/INST\]|(?i:\bI hope it is correct)"
+                      r"|(?<![A-Za-z])Note:")
+_MATH_RE = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
+_NUMBER_RE = re.compile(r"(?<![\w.,\\])[-+]?[$\u20ac\u00a3\u00a5]?\d+(?:,\d{3})*(?:\.\d+)?"
+                        r"(?:[\u00b2\u00b3\u20ac\u00a3\u00a5%]|[a-zA-Z]{1,3}[\u00b2\u00b3](?![a-zA-Z]))?"
+                        r"(?![\w.,]?\d)(?![a-zA-Z])")
+_COPULA_RE = re.compile(r"(?<![A-Za-z'])(?:is|are|was|were|be|equals?|it's)(?![A-Za-z'])|(?<![<>!=])=(?!=)")
+_HEDGES = {"no", "nor", "either", "neither", "approximately", "approx", "about", "around",
+           "roughly", "nearly", "almost", "close", "between", "least", "most", "than", "more",
+           "less", "fewer", "maybe", "perhaps", "possibly", "probably", "might", "wrong",
+           "incorrect", "unless", "except", "if", "but", "assuming", "estimate", "estimated",
+           "twice", "half", "double", "triple", "times", "root", "sum", "product", "difference",
+           "ratio", "cannot", "isn't", "aren't", "impossible"}  # "not" and "or": see choice 4
+_SUBJECT_TAIL_RE = re.compile(r"\s*(?:the|our|my|a)?\s*(?:final\s+)?(?:answer|solution|result|value)"
+                              r"(?:\s+set)?s?\W*$", re.IGNORECASE)
+
+
+def _values(masked: str, line: str, lo: int, hi: int) -> list[tuple[int, int, str]]:
+    """(start, end, text) of the math spans and bare numbers in line[lo:hi] (masked: spans hidden)."""
+    found = [(m.start(), m.end(), next(g for g in m.groups() if g is not None))
+             for m in _MATH_RE.finditer(line, lo, hi)]
+    found += [(m.start(), m.end(), m.group(0)) for m in _NUMBER_RE.finditer(masked, lo, hi)]
+    return sorted(found)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z']+", re.sub(r"\\[A-Za-z]+", " ", text))]
+
+
+def _competing(masked: str, line: str, copulas: list, end: int) -> bool:
+    """Choice 4: a value stated right after an earlier copula ("is 10 which is 12") competes with
+    the last one; "is not 10" or "be in the domain of $f(x)$" does not."""
+    bounds = [c.end() for c in copulas] + [end]
+    for lo, hi in zip(bounds[:-2], bounds[1:-1]):
+        first = next(iter(_values(masked, line, lo, hi)), None)
+        if first is not None and not _words(masked[lo : first[0]]):
+            return True
+    return False
+
+
+def sentence_answer(line: str) -> str:
+    r"""Choice 4: the value(s) a prose Answer line names, or the line unchanged.
+
+    >>> sentence_answer("The largest $n$ is 34."), sentence_answer("Therefore $x > 5$ is the solution.")
+    ('34', 'x > 5')
+    >>> sentence_answer("It is not 10, it is 12"), sentence_answer("It is 10, which is 12")
+    ('12', 'It is 10, which is 12')
+    >>> sentence_answer("The answer is about 5"), sentence_answer("The roots are $1$ or $2$")
+    ('The answer is about 5', '1, 2')
+    """
+    masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), line)
+    if len([w for w in _words(masked) if w not in ("and", "or")]) < 2:
+        return line  # no prose: the line as written
+    stop = re.search(r"[.!?](?=\s+[A-Z])", masked)
+    end = stop.start() if stop else len(line)
+    if _values(masked, line, end, len(line)):
+        return line  # "The value is $5$. Also $6$ works.": a later sentence names another value
+    if _HEDGES & set(_words(masked[:end])):
+        return line
+    copulas = list(_COPULA_RE.finditer(masked, 0, end))
+    if not copulas:  # "We find that $x < 3$", "Jane started 3 hours ago"
+        values = _values(masked, line, 0, end)
+        return values[0][2] if len(values) == 1 and "not" not in _words(masked[:end]) else line
+    last = copulas[-1]
+    tail = _values(masked, line, last.end(), end)
+    joins = [masked[a[1] : b[0]] for a, b in zip(tail, tail[1:])]
+    if (tail and not _competing(masked, line, copulas, end) and "not" not in _words(masked[last.end() : end])
+            and len(_words(masked[last.end() : tail[0][0]])) <= 4
+            and all(re.fullmatch(r"[\s,;]*(?:and|or)?[\s,;]*", j) for j in joins)):
+        return ", ".join(v[2] for v in tail)  # "... is 34", "... are $1$ and $2$"
+    head = _values(masked, line, 0, copulas[0].start())
+    if not tail and len(head) == 1 and _SUBJECT_TAIL_RE.match(masked[last.end() : end]):
+        return head[0][2]  # "$x \\ge 5$ is the solution"
+    return line
+
+
+def last_answer_line(text: str) -> tuple[int, str] | None:
+    """(start, answer) of the last `Answer:` marker (choices 3 and 4)."""
+    last = None
+    for match in _ANSWER_RE.finditer(text):
+        last = match
+    if last is None:
+        return None
+    after = text[last.end() :]
+    block = re.match(r"[ \t*_]*\n?[ \t]*(\\\[|\$\$)", after)  # Answer:\n\[ 9 \]
+    if block is not None:
+        close = after.find("\\]" if block.group(1) == "\\[" else "$$", block.end())
+        if 0 <= close - block.end() <= MAX_BLOCK:
+            return last.start(), after[block.end() : close].strip()
+    lines = after.split("\n", 3)
+    rest = next((line for line in lines[:3] if line.strip(" *_")), "")
+    rest = _STOP_RE.split(rest, maxsplit=1)[0].strip(" \t\r*_")
+    rest = re.sub(r"(?i)^the (?:final )?answer is:?\s*", "", rest)
+    rest = re.sub(r'^\\?"(.*?)\\?"\W*$', r"\1", rest)  # "$12$ and $13$". (quoted)
+    return last.start(), sentence_answer(rest)
+
+
+def extract_answer(response: str) -> str | None:
+    """Policy 1. Returns the final answer text, or None if the response gives none."""
+    tail = response[-TAIL_CHARS:]
+    box, line = last_box_group(tail), last_answer_line(tail)
+    candidates = [c for c in (box, line) if c is not None]
+    if not candidates:
+        return None
+    pred = max(candidates, key=lambda c: c[0])[1]  # whichever marker comes last
+    if pred is None:
+        return None  # unclosed final \boxed{: the answer was cut off
+    pred = pred.strip().rstrip(".").strip()
+    return pred or None
