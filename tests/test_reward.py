@@ -204,6 +204,13 @@ ADVERSARIAL = [
     ("surrogate-pair-halves", "\ud83d\\boxed{\ud83d\ude00 1/2}", r"\frac12"),
     ("rtl-override", "\\boxed{\u202e24}", "42"),  # displays as 42, is 24
     ("rtl-marks", "\u200f\u202e\\boxed{\u2066\\frac{1}{3}\u2069}", r"\frac12"),
+    ("prose-copula-chain", "Answer: " + "it is 1 " * 1500, "1"),
+    ("unclosed-dollars-line", "Answer: the value is " + "$" * 8000, "1"),
+    ("1k-joined-boxes", r"\boxed{1} and " * 1000, "2"),
+    ("long-name", r"\boxed{" + "AB" * 900 + "!=4}", "4"),
+    ("many-named-groups", r"\boxed{" + "p=1,q=2;" * 200 + "}", r"(1, 2)"),
+    ("unspaced-or-list", r"\boxed{" + "1or" * 600 + "}", "1"),
+    ("nested-sums", r"\boxed{" + r"\sum_{k=\sum_{j=0}^{1} j}^{n}" * 15 + "k}", r"\sum_{k=0}^{n} k"),
 ]
 
 
@@ -241,7 +248,8 @@ def test_no_eval_exec_sympify_in_the_verifier_source():
     """Policy 4, statically: the names never appear in code (docstrings and comments aside)."""
     banned = {"eval", "exec", "sympify", "parse_expr", "lambdify", "__import__", "parse_latex",
               "latex2sympy", "pickle", "marshal"}
-    for path in (REPO / name for name in ("reward.py", "math_parse.py", "math_values.py",
+    for path in (REPO / name for name in ("reward.py", "math_extract.py", "math_normalize.py",
+                                         "math_parse.py", "math_tokens.py", "math_values.py",
                                          "math_equal.py", "verifier_pool.py")):
         names = {tok.string for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
                  if tok.type == tokenize.NAME}
@@ -254,7 +262,7 @@ def test_no_eval_or_exec_at_run_time(monkeypatch):
 
     monkeypatch.setattr(builtins, "eval", refuse)
     monkeypatch.setattr(builtins, "exec", refuse)
-    for rule, gold, response, expected in CASES[:: 3]:
+    for _rule, gold, response, expected in CASES[:: 3]:
         assert score(response, gold).acc is expected
 
 
@@ -325,7 +333,7 @@ def test_workers_are_capped_in_memory():
         limits = Path(f"/proc/{w.proc.pid}/limits")
         if not limits.exists():
             pytest.skip("no /proc on this system")
-        line = next(l for l in limits.read_text().splitlines() if l.startswith("Max address space"))
+        line = next(ln for ln in limits.read_text().splitlines() if ln.startswith("Max address space"))
         assert line.split()[3] == str(verifier_pool.WORKER_MEMORY_BYTES)
 
 

@@ -1,0 +1,171 @@
+r"""The answer forms real models write that the verify mode reads (issue 22), each kind in both
+directions: the correct form scores +1, a near miss or a hedge -1. Every case is hand-written
+from the kinds of answers other graders' public test suites show (Math-Verify, the Qwen2.5-Math
+grader, verl, Minerva); none was copied from them or computed by the code under test.
+
+Kinds: 1 several boxes, 2 named quantities, 3 text after the answer, 4 units and currency,
+5 word-joined lists, 6 less common notation, 7 rounded golds; plus the decimal-comma rule.
+"""
+
+import doctest
+import importlib
+
+import pytest
+
+from math_extract import extract_answer
+from reward import score, score_batch
+
+
+def case(kind, gold, response, expected):
+    return pytest.param(gold, response, expected, id=f"{kind}:{gold[:20]}->{response[-28:]}")
+
+
+CASES = [
+    # -- 1: several boxes, one per part ---------------------------------------------------------
+    case(1, "1, -2", r"so $n = \boxed{1}$ and $n = \boxed{-2}$.", True),
+    case(1, "1,-2", r"The roots are \[ \boxed{-2} \quad\text{and}\quad \boxed{1}. \]", True),
+    case(1, "(2, 3), (4, 1)", r"The pairs: $\boxed{(2, 3)}, \boxed{(4, 1)}$", True),
+    case(1, "5, 7, 9", r"$\boxed{9}$, $\boxed{5}$ \text{ and } $\boxed{7}$", True),
+    case(1, "x = 3, y = 7", r"\( x = \boxed{3} \) and \( y = \boxed{7} \)", True),
+    case(1, "(3, 3), (1, 1)", r"$$\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}$$", True),
+    case(1, "4", r"So $\boxed{4}$, that is $\boxed{4}$", True),  # "that is": not joined; last box
+    case(1, "4", r"$\boxed{4} \quad \boxed{4}$", True),  # a repeated box counts once
+    case(1, "1", r"$\boxed{1}$ or $\boxed{2}$", False),  # a hedge against a one-part gold
+    case(1, "2", r"$\boxed{1}$ or $\boxed{2}$", False),
+    case(1, "1, -2", r"so $n = \boxed{1}$.", False),  # a solution missing
+    case(1, "1, -2", r"$\boxed{1} \quad\text{and}\quad \boxed{2}$", False),
+    case(1, "1, 2, 3", "$\\boxed{1}, \\boxed{2}$\n\nHmm, and also $\\boxed{3}$", False),
+    case(1, "(2, 3), (4, 1)", r"First $\boxed{(2, 3)}$; checking again gives $\boxed{(4, 1)}$", False),
+    # -- 2: "quantity = value" --------------------------------------------------------------------
+    case(2, "AB=4,CD=5", r"\boxed{4, 5}", True),
+    case(2, "AB=4,CD=5", r"\boxed{(4, 5)}", True),
+    case(2, "AB=4,CD=5", r"\boxed{AB = 4, CD = 5}", True),
+    case(2, "AB=4,CD=5", r"\boxed{5, 4}", False),  # the names fix the order
+    case(2, "AB=4,CD=5", r"\boxed{CD = 4, AB = 5}", False),  # two named answers keep their names
+    case(2, "|AB|=1", r"\boxed{1}", True),
+    case(2, "|AB|=1", r"\boxed{2}", False),
+    case(2, "S_{MBCN}:S=7:32", r"\boxed{7:32}", True),
+    case(2, "S_{MBCN}:S=7:32", r"\boxed{32:7}", False),
+    case(2, r"\frac{NO}{BO}=\frac{1}{\sqrt{6}}", r"\boxed{\frac{\sqrt{6}}{6}}", True),
+    case(2, r"\frac{NO}{BO}=\frac{1}{\sqrt{6}}", r"\boxed{\frac{1}{6}}", False),
+    case(2, "3", r"Hence $\boxed{BC = 3}$.", True),
+    case(2, "3", r"Hence $\boxed{AB = 3, BC = 3}$.", False),  # two values for one
+    case(2, "p=5,q=2;p=7,q=2", r"\boxed{(5, 2), (7, 2)}", True),
+    case(2, "p=5,q=2;p=7,q=2", r"\boxed{(2, 5), (2, 7)}", False),
+    case(2, "xy = 6", r"\boxed{6}", False),  # xy = 6 is a curve, not a named value
+    # -- 3: text after the answer on its line ----------------------------------------------------
+    case(3, r"20\%", "Final Answer: The final answer is $20 \\%$. I hope it is correct. Note: we "
+                     "assumed the adults are half female.", True),
+    case(3, "12000023", "Final Answer: The final answer is 12,000,023. I hope it is correct. "
+                        "<|im_start|>user\nWhat is 2+2?", True),
+    case(3, "34", "Final Answer: The largest $n$ is 34.", True),
+    case(3, "120", "So the prism is 5 by 6 by 4.\nAnswer: The volume of $ABCDEFGH$ is 120.", True),
+    case(3, r"x \ge 5", "Answer: Therefore $x \\geq 5$ is the solution.", True),
+    case(3, "3", "Answer: Jane started growing the colony 3 hours ago.", True),
+    case(3, "12", "Answer: It is not 10, it is 12.", True),
+    case(3, "9", "Answer:\n\\[\n9\n\\]", True),
+    case(3, "34", "Final Answer: The largest $n$ is at most 34.", False),
+    case(3, "34", "Final Answer: The largest $n$ is 33 or 34.", False),
+    case(3, "10", "Answer: It is not 10, it is 12.", False),
+    case(3, "12", "Answer: It is 10, which is 12.", False),  # two values: no answer
+    case(3, "5", "Final Answer: The final answer is $5$, and the other root is $6$.", False),
+    case(3, "5", "Answer: 5 apples and 6 oranges", False),
+    case(3, "5", "Answer: The value is $5$. Also $6$ works.", False),
+    case(3, "3", "Answer: Jane started about 3 hours ago.", False),
+    # -- 4: units and currency --------------------------------------------------------------------
+    case(4, "1000.99", "\\boxed{1,000.99\u20ac}", True),
+    case(4, "1000.99", "\\boxed{\u00a31,000.99}", True),
+    case(4, "1000.99", "\\boxed{\u00a51000.99}", True),
+    case(4, "1000.99", "\\boxed{1,000.99m\u00b2}", True),
+    case(4, "1000.99", r"\boxed{1000.99 \text{ m}^2}", True),
+    case(4, "60", r"\boxed{60 km/h}", True),
+    case(4, "30", "\\boxed{30\u00b0C}", True),
+    case(4, "0.06", r"\boxed{0.06 \text{ yuan}}", True),
+    case(4, "1000.99", "\\boxed{1,000.98\u20ac}", False),
+    case(4, "5", r"\boxed{5m}", False),  # one letter alone is a variable, not metres
+    case(4, "4m^2", r"\boxed{4}", False),  # m^2 in LaTeX may be a variable squared
+    case(4, "4m^2", r"\boxed{4m^3}", False),
+    case(4, "30", "\\boxed{31\u00b0C}", False),
+    # -- 5: lists joined by words -----------------------------------------------------------------
+    case(5, "(11,7)or(7,11)", r"\boxed{(7,11),\ (11,7)}", True),
+    case(5, "(11, 7) or (7, 11)", r"\boxed{(7, 11) \text{ or } (11, 7)}", True),
+    case(5, "(11,7)or(7,11)", r"\boxed{(7,11)}", False),
+    case(5, "19, 46, and 82", r"\boxed{19, 46, \text{ and } 82}", True),
+    case(5, "19, 46, and 82", r"\boxed{19, 46, \text{ and } 83}", False),
+    case(5, "2, 3", r"\boxed{2 \text{ or } 3}", True),
+    case(5, "2", r"\boxed{2or3}", False),
+    # -- 6: less common notation ------------------------------------------------------------------
+    case(6, r"\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}",
+         r"\boxed{\left[\begin{array}{cc}1 & 2 \\ 3 & 4\end{array}\right]}", True),
+    case(6, r"\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}",
+         r"\boxed{\left[\begin{array}{cc}1 & 2 \\ 3 & 5\end{array}\right]}", False),
+    case(6, r"\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}",
+         r"\boxed{\begin{vmatrix}1 & 2 \\ 3 & 4\end{vmatrix}}", False),  # a determinant
+    case(6, "0<f(x)<1", r"\boxed{(0,1)}", True),
+    case(6, "0<f(x)<1", r"\boxed{[0,1)}", False),
+    case(6, r"F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}", r"\boxed{F_n = \sum_{k=0}^{n-1} F_{n-k-1} F_k}", True),
+    case(6, r"F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}", r"\boxed{F_n = \sum_{k=0}^{n-2} F_k F_{n-k-2}}", False),
+    case(6, "11", r"\boxed{x\approx11}", True),
+    case(6, "11", r"\boxed{\approx 11}", False),  # "about 11" is a hedge
+    case(6, r"\pi", r"\boxed{x \approx 3.14}", False),
+    case(6, "x < 1", r"\boxed{-x > -1}", True),
+    case(6, "x < 1", r"\boxed{-x > 1}", False),
+    case(6, "x > 1", r"\boxed{2x > 2}", False),  # unsimplified: the model must do the division
+    case(6, r"1 \le |z| \le 2", r"\boxed{z \in [-2, -1] \cup [1, 2]}", True),
+    case(6, r"1 \le |z| \le 2", r"\boxed{[1, 2]}", False),
+    case(6, "(1, 2), (3, 4)", r"\boxed{(1, 2), (3, 4), (1, 2)}", True),  # a repeat counts once
+    case(6, "(1, 2), (3, 4)", r"\boxed{(1, 2), (3, 5)}", False),
+    # -- 7: golds that are rounded decimals -------------------------------------------------------
+    case(7, "33.3", r"\boxed{\frac{100}{3}}", True),
+    case(7, "4.123105625617661", r"\boxed{\sqrt{17}}", True),
+    case(7, "-1.41", r"\boxed{-\sqrt{2}}", True),
+    case(7, "33.3", r"\boxed{33.33}", False),  # a decimal must equal the gold exactly
+    case(7, "33.3", r"\boxed{\frac{101}{3}}", False),
+    case(7, "0.33", r"\boxed{\frac{1}{3}}", False),  # two significant digits: not a rounding
+    case(7, "1.25", r"\boxed{1.249}", False),
+    case(7, r"\frac{100}{3}", r"\boxed{33.3}", False),  # never a rounded prediction
+    case(7, r"\sqrt{17}", r"\boxed{4.123105625617661}", False),
+    # -- the decimal comma: read as a point only against a decimal written with one ---------------
+    case("dc", "2.74", r"\boxed{2,74}", True),
+    case("dc", "2,74", r"\boxed{2.74}", True),
+    case("dc", "0,111", r"\boxed{0.111}", True),
+    case("dc", "1000.99", r"\boxed{1000,99}", True),
+    case("dc", "1, 5", r"\boxed{1,5}", True),  # against a list, a list
+    case("dc", "2.74", r"\boxed{2,75}", False),
+    case("dc", "2.74", r"\boxed{2, 74}", False),  # with a space: a list
+    case("dc", "1.5", r"\boxed{1,500}", False),  # three digits: a thousands group
+    case("dc", "1, 5", r"\boxed{1.5}", False),
+    case("dc", "111", r"\boxed{0,111}", False),
+    case("dc", "2", r"\boxed{2,0}", False),
+]
+
+
+@pytest.mark.parametrize("gold,response,expected", CASES)
+def test_answer_forms(gold, response, expected):
+    assert score(response, gold).acc is expected
+
+
+def test_answer_forms_through_the_worker_pool():
+    golds, responses = [c.values[0] for c in CASES], [c.values[1] for c in CASES]
+    assert [r.acc for r in score_batch(responses, golds, workers=2)] == [c.values[2] for c in CASES]
+
+
+@pytest.mark.parametrize("response,pred", [
+    (r"$\boxed{1}$, $\boxed{2}$ and $\boxed{3}$", "1, 2, 3"),
+    (r"$\boxed{2} \quad \boxed{2}$", "2"),
+    (r"\boxed{a} then \boxed{b}", "b"),
+    ("\\boxed{1}\n\n\\boxed{2}", "2"),
+    (r"\boxed{1}" * 100, "1"),  # at most MAX_GROUP boxes, one distinct content
+    ("Final Answer: The final answer is $\\frac{1}{5}$. I hope it is correct. <|im_start|>user", r"$\frac{1}{5}$"),
+    ('Final Answer: The final answer is "$12$ and $13$". I hope it is correct.', "$12$ and $13$"),
+    ("Answer: The answer is 5 or 6", "5 or 6"),  # a list: normalize reads "or" as a comma
+    ("Answer: The roots are $1$ or $2$.", "1, 2"),
+    ("Answer: maybe 5", "maybe 5"),
+])
+def test_extraction_of_groups_and_lines(response, pred):
+    assert extract_answer(response) == pred
+
+
+@pytest.mark.parametrize("module", ["math_extract", "math_normalize", "math_tokens", "math_equal"])
+def test_docstring_examples_of_the_verifier_modules(module):
+    assert doctest.testmod(importlib.import_module(module)).failed == 0
