@@ -211,18 +211,6 @@ class _Parser(Tokens):
                 value = sp.Symbol(f"{value.name}_{self.subscript()}")
         return value
 
-    def subscript(self) -> str:
-        if self.peek() != "{":
-            return self.take()
-        self.take()
-        parts = []
-        while self.peek() not in ("}", ""):
-            if self.peek_kind() not in ("num", "var") and self.peek() not in ("+", "-"):
-                raise ParseError("subscript must be letters, digits, + and -")  # reading 7
-            parts.append(self.take())
-        self.expect("}")
-        return "".join(parts)
-
     def atom(self):
         self.depth += 1
         if self.depth > MAX_DEPTH:
@@ -358,14 +346,6 @@ class _Parser(Tokens):
         self.expect("^")
         upper = as_expr(self.exponent())
         return sp.Function("sum")(self.product(), bound.terms[0], as_expr(bound.terms[1]), upper)
-
-    def env_name(self) -> str:
-        self.expect("{")
-        name = []
-        while self.peek_kind() == "var":
-            name.append(self.take())
-        self.expect("}")
-        return "".join(name)
 
     def matrix(self) -> Matrix:
         env = self.env_name()

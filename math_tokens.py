@@ -1,7 +1,8 @@
 r"""The vocabulary of math_parse.py's grammar: the tokenizer and the allow-listed commands.
 
     tokenize(text) -> [(kind, text)]     kind: num, cmd, var or op
-    Tokens(tokens)                       the cursor the parser reads them with (peek, take, expect)
+    Tokens(tokens)                       the cursor the parser reads them with (peek, take, expect,
+                                         and the raw readers subscript and env_name)
 
 Everything the parser accepts is named here: relation and operator symbols, functions,
 constants, Greek letters, fraction commands, matrix environments, big operators. A token
@@ -93,3 +94,25 @@ class Tokens:
     def expect(self, text: str) -> None:
         if self.take() != text:
             raise ParseError(f"expected {text!r}")
+
+    def subscript(self) -> str:
+        """The text of a subscript after `_`: one token, or letters, digits, + and - in braces."""
+        if self.peek() != "{":
+            return self.take()
+        self.take()
+        parts = []
+        while self.peek() not in ("}", ""):
+            if self.peek_kind() not in ("num", "var") and self.peek() not in ("+", "-"):
+                raise ParseError("subscript must be letters, digits, + and -")  # math_parse reading 7
+            parts.append(self.take())
+        self.expect("}")
+        return "".join(parts)
+
+    def env_name(self) -> str:
+        """The name in `{pmatrix}` after \\begin or \\end."""
+        self.expect("{")
+        name = []
+        while self.peek_kind() == "var":
+            name.append(self.take())
+        self.expect("}")
+        return "".join(name)
