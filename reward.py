@@ -11,7 +11,7 @@ the last 300 characters, normalises it and compares strings. Two modes (docs/rew
 them on the benchmark golds):
 
     mode="dapo"    exactly verl's compute_score: same acc, score and pred on every string input
-                   (reward_dapo.py, with its departures). The paper configs use it, so that a
+                   (verifier/dapo.py, with its departures). The paper configs use it, so that a
                    reproduction trains on the paper's signal.
     mode="verify"  (default) DAPO's +1/-1 and its `Answer:` format, but boxed answers count too
                    and equality is decided mathematically, under the policy below.
@@ -25,7 +25,7 @@ them on the benchmark golds):
 
 Policy of mode="verify", numbered (docs/reward.md has a table of answer forms, accepted and
 refused):
-1. Final answer (math_extract.py): the last box group (`\boxed{...}`, `\fbox{...}`,
+1. Final answer (verifier/extract.py): the last box group (`\boxed{...}`, `\fbox{...}`,
    `\boxed 7`; boxes joined only by "and", "or", commas or `\quad` are one answer) or the last
    `Answer: ...` line (any case, markdown bold allowed, trailing period ignored), whichever comes
    last. The line stops at a chat-template token, "I hope it is correct" or "Note:"; a sentence
@@ -33,13 +33,13 @@ refused):
    nowhere. An unclosed final `\boxed{`, or no marker at all, means no answer: incorrect, even
    if the last number in the text equals the gold. Only the last TAIL_CHARS characters count.
 2. Integer golds (all of DAPO-Math-17k and AIME; "073" and "27.0" are integer golds): the
-   prediction must be a number literal equal to the gold. Formatting (math_normalize.py):
+   prediction must be a number literal equal to the gold. Formatting (verifier/normalize.py):
    thousands separators (`1,000`, `1{,}000`, `1\,000`), leading zeros, a trailing `.0`, `x = `,
    `AB = ` (a named quantity, when the other side names nothing), `$` and other currency signs,
    `\text{}`, units (cm, km/h, m^2), `^\circ` and `%`. An unevaluated expression (`10^3`,
    `2^{10}`, `10!`, `\frac{84}{2}`, `\binom{4}{2}`) is incorrect: the model must do the
    arithmetic. This path is string work only (no sympy), so score_batch runs it in the caller.
-3. Other golds: exact mathematical equality (math_equal.py): numbers, radicals, \pi, symbolic
+3. Other golds: exact mathematical equality (verifier/equal.py): numbers, radicals, \pi, symbolic
    expressions, intervals and unions, ordered tuples, unordered sets and lists, matrices,
    equations (equal up to a nonzero factor), inequalities and `x = ...` forms. No numeric
    tolerance (0.5 = \frac{1}{2}; 0.333 != 1/3; 3.14 != \pi), with one exception: a gold written
@@ -51,12 +51,12 @@ refused):
    gold is correct when the sets are equal. Text golds (`\text{Evelyn}`, `\text{(C)}`) compare
    as case-insensitive words; base-b golds (`2516_8`) as digits, with or without the base. A
    `%` in the prediction may be read as formatting or as /100 (25\% answers 0.25 and 25). A
-   decimal comma (`2,74`) is read only against a decimal gold (math_normalize choice 3).
-4. Model text is never passed to eval, exec, sympify or parse_expr: math_parse.py is an
+   decimal comma (`2,74`) is read only against a decimal gold (verifier/normalize.py choice 3).
+4. Model text is never passed to eval, exec, sympify or parse_expr: verifier/parse.py is an
    allow-listed recursive-descent parser that caps digits, exponents, factorials and nesting
-   before any arithmetic (math_values.py), and math_equal.py compares its output. score_batch
+   before any arithmetic (verifier/values.py), and verifier/equal.py compares its output. score_batch
    runs this sympy path in worker subprocesses that are killed at timeout_s and capped in
-   memory (verifier_pool.py).
+   memory (verifier/pool.py).
 
 Departures of mode="verify" from verl's DAPO reward and from Math-Verify 0.9.0, numbered:
 1. Boxed answers are accepted besides DAPO's `Answer:` line, and equality is mathematical, not
@@ -66,12 +66,12 @@ Departures of mode="verify" from verl's DAPO reward and from Math-Verify 0.9.0, 
    and nothing is evaluated. Math-Verify also accepts `10^3` for an integer gold, reads
    `1\,000` as 0, compares numbers with a tolerance (1/2^98 == 1/2^99; 0.3333 answers 1/3) and
    joins boxes however far apart; this module does none of these.
-3. Exactness without simplify (math_equal.py): rationals compare exactly; other values by
+3. Exactness without simplify (verifier/equal.py): rationals compare exactly; other values by
    sympy's canonical form, then by agreement to 80+ significant digits with the precision
    raised above anything a written decimal could fake (expressions with variables: at three
    generic points). sympy.simplify is never called: its cost has no bound.
 
-Departures of mode="dapo" from verl's compute_score: reward_dapo.py's module docstring.
+Departures of mode="dapo" from verl's compute_score: verifier/dapo.py's module docstring.
 
 Departure of overlong_penalty (both modes) from DAPO's overlong shaping (DAPO paper section 3.4):
 1. It clips at -penalty_factor for responses longer than max_response_len (DAPO never sees one,
@@ -79,22 +79,19 @@ Departure of overlong_penalty (both modes) from DAPO's overlong shaping (DAPO pa
 
 Files: this one holds mode="verify"'s verdicts (the string-only ones of policy 2, the hand-off
 to the sympy path of policies 3 and 4) and score/score_batch, which dispatch both modes.
-math_extract.py finds the final answer (policy 1), math_normalize.py strips formatting,
-math_parse.py (with math_tokens.py and math_values.py) parses and math_equal.py compares.
+verifier/extract.py finds the final answer (policy 1), verifier/normalize.py strips formatting,
+verifier/parse.py (with verifier/tokens.py and verifier/values.py) parses and verifier/equal.py compares.
 """
 
 from __future__ import annotations
 
-import numbers
-import re
 from dataclasses import dataclass
 
-import verifier_pool
-from math_extract import TAIL_CHARS, extract_answer  # noqa: F401 - policy 1, re-exported
-from math_normalize import decimal_comma, drop_names, normalize
-from reward_dapo import dapo_verdict
+from verifier import pool
+from verifier.dapo import dapo_verdict
+from verifier.extract import TAIL_CHARS, extract_answer  # noqa: F401 - policy 1, re-exported
+from verifier.verdict import fast_verdict, gold_text, verdict
 
-MAX_ANSWER_CHARS = 2000  # a longer "final answer" is not parsed (scored incorrect)
 MODES = ("verify", "dapo")
 
 
@@ -111,152 +108,26 @@ def _result(acc: bool, pred: str | None, timeout: bool = False) -> RewardResult:
     return RewardResult(acc=acc, score=1.0 if acc else -1.0, pred=pred, timeout=timeout)
 
 
-# ----------------------------------------------------------------------------------------------
-# Policy 2 (integer golds), text golds and base-b golds: string work only
-# ----------------------------------------------------------------------------------------------
-
-_ASSIGN_RE = re.compile(r"^(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?\s*=\s*")
-_INT_RE = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.0*)?")  # 0,111 is no integer
-_HEDGE_TAIL_WORDS = {"or", "and", "to", "more", "less", "than", "about", "approximately",
-                     "roughly", "nearly", "almost", "least", "most", "between", "plus", "minus",
-                     "times", "not", "over", "under", "above", "below"}
-_BASE_RE = re.compile(r"([0-9A-Za-z]+)_\{?(\d+)\}?")
-_CHOICE_RE = re.compile(r"\(?([A-Ea-e])\)?")
-
-
-def integer_literal(s: str) -> str | None:
-    """Canonical integer ("-12", "73") if the normalised s is a plain number literal, else None.
-
-    >>> integer_literal("073"), integer_literal("x = 1,000"), integer_literal("27.0")
-    ('73', '1000', '27')
-    >>> integer_literal("10^3") is None, integer_literal("41, 42") is None
-    (True, True)
-    """
-    s = re.sub(r"^([+-])\s+", r"\1", _ASSIGN_RE.sub("", s, count=1).strip())  # - 5
-    if len(s) > 2 and s[0] + s[-1] in ("()", "{}"):
-        s = s[1:-1].strip()
-    number, _, words = s.partition(" ")  # 42 handshakes: trailing words are units
-    if words and all(len(w) >= 3 and w.isalpha() and w.lower() not in _HEDGE_TAIL_WORDS
-                     for w in words.split()):
-        s = number
-    s = re.sub(r"_\{?10\}?$", "", s)  # 42_{10}
-    if _INT_RE.fullmatch(s) is None:
-        return None
-    digits = s.lstrip("+-").split(".")[0].replace(",", "").lstrip("0")
-    return ("-" if s.startswith("-") and digits else "") + (digits or "0")
-
-
-def _is_text(gold: str, raw_gold: str) -> bool:
-    r"""A word answer (Evelyn, even, \text{no}, (C)): compared as text, never parsed as a product
-    of variables. Two letters count as a word only if the gold wrote \text{}."""
-    shortest = 2 if "\\text" in raw_gold or "\\mbox" in raw_gold else 3
-    return bool(re.fullmatch(rf"[A-Za-z][A-Za-z ']{{{shortest - 2},}}[A-Za-z]", gold)) or bool(
-        re.fullmatch(r"\([A-Ea-e]\)|[A-E]", gold)
-    )
-
-
-def _text_key(s: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", s.lower())
-
-
-def comparable(pred: str, gold: str) -> tuple[str, str]:
-    """Both answers normalised, then read against each other (math_normalize choices 3 and 5):
-    names dropped from the one side that names its values, a decimal comma read as a point
-    against a decimal gold (or a decimal-comma gold against a decimal prediction)."""
-    p, g = normalize(pred), normalize(gold)
-    p_values, g_values = drop_names(p), drop_names(g)
-    if (p_values is None) != (g_values is None):
-        p, g = p_values or p, g_values or g  # AB = 4, CD = 5 against (4, 5)
-    return decimal_comma(p, g) or p, decimal_comma(g, p) or g
-
-
-def _fast_verdict(pred: str, gold: str) -> bool | None:
-    """The verdict from string work alone, or None if it needs the sympy path. Bounded: a few
-    linear regex passes over at most TAIL_CHARS characters."""
-    if len(pred) > MAX_ANSWER_CHARS:
-        return False
-    p, g = comparable(pred, gold)
-    gold_int = integer_literal(g)
-    if gold_int is not None:  # policy 2
-        return integer_literal(p) == gold_int
-    if p == g:
-        return True
-    base = _BASE_RE.fullmatch(g)
-    if base is not None:  # 2516_8: the same digits, with or without the base
-        p_base = _BASE_RE.fullmatch(p)
-        return p.lower() == base.group(1).lower() or (
-            p_base is not None and p_base.groups() == base.groups()
-        )
-    if _is_text(g, gold):
-        choice = _CHOICE_RE.fullmatch(g)
-        if choice is not None:  # multiple choice: (C), C, \text{(C)}, \textbf{C}, (C) 42
-            p_choice = re.match(r"\(([A-Ea-e])\)", p)
-            return (_text_key(p) == choice.group(1).lower()
-                    or (p_choice is not None and p_choice.group(1).lower() == choice.group(1).lower()))
-        return _text_key(p) == _text_key(g)
-    return None
-
-
-# ----------------------------------------------------------------------------------------------
-# Policy 3 (other golds): parse both answers and compare them exactly (math_parse, math_equal)
-# ----------------------------------------------------------------------------------------------
-
-
-def sympy_verdict(pred: str, gold: str) -> bool:
-    """Policy 3: parse both normalised answers and compare them. Any failure (a ParseError, or
-    one of the many exception types sympy raises) is an incorrect answer."""
-    from math_equal import answers_equal, rounds_to  # sympy is imported only on this path
-    from math_parse import parse
-
-    p, g = comparable(pred, gold)
-    try:
-        gold_value = parse(g)
-    except Exception:  # noqa: BLE001 - a gold outside the grammar (7:32, 12:00): compare the text
-        return p.replace(" ", "") == g.replace(" ", "")
-    readings = [p]
-    if "%" in pred and "%" not in gold:  # 25\% against 0.25: percent as formatting or as /100
-        readings.append(rf"\frac{{{p}}}{{100}}")
-    for reading in readings:
-        try:
-            value = parse(reading)
-            if answers_equal(gold_value, value) or rounds_to(g, value):  # policy 3: rounded golds
-                return True
-        except Exception:  # noqa: BLE001
-            pass
-    return False
-
-
-def _gold_text(gold) -> str:
-    """Datasets sometimes store a gold as a number (42, 27.0, numpy.int64): read it as text."""
-    return str(gold) if isinstance(gold, numbers.Real) and not isinstance(gold, bool) else gold
-
-
-def _verdict(pred: str, gold: str) -> bool:
-    gold = _gold_text(gold)
-    fast = _fast_verdict(pred, gold)
-    return fast if fast is not None else sympy_verdict(pred, gold)
-
-
 def score_verify(response: str, ground_truth: str) -> RewardResult:
     """mode="verify": the reward of one response (policies 1-4), in this process. Never raises."""
     try:
         pred = extract_answer(response)
         if pred is None:
             return _result(False, None)
-        return _result(_verdict(pred, ground_truth), pred)
+        return _result(verdict(pred, ground_truth), pred)
     except Exception:  # noqa: BLE001 - an unforeseen input is an incorrect answer, not a crash
         return _result(False, None)
 
 
 # ----------------------------------------------------------------------------------------------
-# mode="dapo": verl's DAPO reward (reward_dapo.py)
+# mode="dapo": verl's DAPO reward (verifier/dapo.py)
 # ----------------------------------------------------------------------------------------------
 
 
 def score_dapo(response: str, ground_truth: str) -> RewardResult:
-    """mode="dapo": verl's compute_score (reward_dapo.py); the gold is read as text, as in verify
-    mode. Never raises (reward_dapo departure 1)."""
-    return _result(*dapo_verdict(response, _gold_text(ground_truth)))
+    """mode="dapo": verl's compute_score (verifier/dapo.py); the gold is read as text, as in verify
+    mode. Never raises (verifier/dapo.py departure 1)."""
+    return _result(*dapo_verdict(response, gold_text(ground_truth)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -284,7 +155,7 @@ def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: fl
     """score() for each pair. mode="dapo" is string work on 300 characters: it runs here.
 
     mode="verify": extraction and the integer/text paths run here (string work on a capped
-    tail); the rest goes to verifier_pool's `workers` processes (default min(4, CPUs)), each
+    tail); the rest goes to verifier/pool.py's `workers` processes (default min(4, CPUs)), each
     check bounded by timeout_s. An item whose worker overruns scores -1 with pred=None and
     timeout=True. Never raises on string input.
     """
@@ -299,16 +170,16 @@ def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: fl
     jobs: dict[int, tuple[str, str]] = {}
     for i, (response, gold) in enumerate(zip(responses, ground_truths)):
         try:
-            preds[i], gold = extract_answer(response), _gold_text(gold)
-            fast = None if preds[i] is None else _fast_verdict(preds[i], gold)
+            preds[i], gold = extract_answer(response), gold_text(gold)
+            fast = None if preds[i] is None else fast_verdict(preds[i], gold)
         except Exception:  # noqa: BLE001 - a non-string input is an incorrect answer
             preds[i], fast = None, False
         if preds[i] is None or fast is not None:
             results[i] = _result(bool(fast), preds[i])
         else:
             jobs[i] = (preds[i], gold)  # policy 4: the sympy path, in a killable worker
-    for i, verdict in verifier_pool.run_checks(jobs, timeout_s, workers).items():
-        results[i] = _result(False, None, True) if verdict is None else _result(verdict, preds[i])
+    for i, ok in pool.run_checks(jobs, timeout_s, workers).items():
+        results[i] = _result(False, None, True) if ok is None else _result(ok, preds[i])
     return results  # type: ignore[return-value]
 
 

@@ -34,8 +34,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import reward  # noqa: E402
-import verifier_pool  # noqa: E402
 from reward_cases import CASES  # noqa: E402
+from verifier import pool  # noqa: E402
+from verifier.normalize import normalize  # noqa: E402
+from verifier.verdict import integer_literal  # noqa: E402
 
 
 def percentiles(latencies_s: list[float]) -> str:
@@ -47,8 +49,8 @@ def percentiles(latencies_s: list[float]) -> str:
 def cold_pool(workers: int | None) -> None:
     """A fresh worker pool and empty caches, warmed on one pair that is not in the table, so no
     case is timed against a cache that an earlier pass filled."""
-    verifier_pool.shutdown()
-    reward.normalize.cache_clear()
+    pool.shutdown()
+    normalize.cache_clear()
     reward.score_batch([r"\boxed{y+1}"], ["x"], workers=workers)
 
 
@@ -102,7 +104,7 @@ def main() -> None:
     pairs = [(response, gold) for _, gold, response, _ in CASES] * args.repeat
     labels = [expected for *_, expected in CASES] * args.repeat
     print(f"cases={len(CASES)} pairs={len(pairs)} batch={args.batch} "
-          f"workers={args.workers or verifier_pool.default_workers()}")
+          f"workers={args.workers or pool.default_workers()}")
 
     ours = bench_reward(pairs, args.batch, args.workers)
     theirs = bench_math_verify(pairs)
@@ -112,7 +114,7 @@ def main() -> None:
               f"accuracy={accuracy:.3f}")
     # The same for the pairs whose gold is not an integer: every one of these goes through a
     # worker process (parse + sympy), none through the in-process integer path.
-    symbolic = [p for p in pairs if reward.integer_literal(reward.normalize(p[1])) is None]
+    symbolic = [p for p in pairs if integer_literal(normalize(p[1])) is None]
     sym_ours, sym_theirs = bench_reward(symbolic, args.batch, args.workers), bench_math_verify(symbolic)
     print(f"non-integer golds only ({len(symbolic)} pairs): reward {sym_ours[0]:.1f}/s "
           f"{percentiles(sym_ours[1])}; math_verify {sym_theirs[0]:.1f}/s "

@@ -1,5 +1,6 @@
 """The README stays true: its file map names what exists, and CI runs its test command."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -16,9 +17,13 @@ def test_every_listed_file_exists():
     assert not missing, f"README lists files that do not exist: {missing}"
 
 
+def packages() -> list[Path]:
+    return sorted(p.parent for p in REPO.glob("*/__init__.py"))
+
+
 def test_every_module_config_and_bench_is_listed():
     listed = file_map()
-    wanted = [p.name for p in REPO.glob("*.py")]
+    wanted = [p.name for p in REPO.glob("*.py")] + [f"{p.name}/" for p in packages()]
     wanted += [str(p.relative_to(REPO))
                for p in [*REPO.glob("configs/**/*.yaml"), *REPO.glob("bench/*.py"), *REPO.glob("scripts/*")]
                if p.name != "__pycache__"]
@@ -45,3 +50,13 @@ def test_requirements_pin_each_package_once():
             package = re.sub(r"[-_.]+", "-", spec.split("==")[0].split("[")[0]).lower()
             assert package not in seen, f"{package} is pinned in both {seen[package]} and {name}"
             seen[package] = name
+
+
+def test_each_package_docstring_maps_its_modules():
+    """A package is one README row; its __init__.py docstring names every module it holds."""
+    assert packages(), "no package found"
+    for package in packages():
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
+        assert doc, f"{package.name}/__init__.py has no docstring"
+        unnamed = [p.name for p in package.glob("*.py") if p.name != "__init__.py" and p.name not in doc]
+        assert not unnamed, f"{package.name}/__init__.py's docstring does not name {unnamed}"

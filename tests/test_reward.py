@@ -1,5 +1,5 @@
 """reward.py's verify mode against its policy (module docstring): hand-labelled cases for every
-rule, the MATH-500/AIME/AMC golds, adversarial inputs, the worker pool (verifier_pool.py), and
+rule, the MATH-500/AIME/AMC golds, adversarial inputs, the worker pool (verifier/pool.py), and
 DAPO's overlong shaping. The dapo mode is tested in tests/test_reward_dapo.py."""
 
 import builtins
@@ -14,15 +14,10 @@ from pathlib import Path
 import pytest
 
 import reward
-import verifier_pool
-from reward import (
-    RewardResult,
-    extract_answer,
-    integer_literal,
-    overlong_penalty,
-    score,
-    score_batch,
-)
+from reward import RewardResult, extract_answer, overlong_penalty, score, score_batch
+from verifier import pool
+from verifier.normalize import normalize
+from verifier.verdict import integer_literal
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reward_cases import CASES, box  # noqa: E402
@@ -98,7 +93,7 @@ def test_only_the_tail_is_scanned():
     ("2x", None), ("", None),
 ])
 def test_integer_literal(text, expected):
-    assert integer_literal(reward.normalize(text)) == expected
+    assert integer_literal(normalize(text)) == expected
 
 
 # ----------------------------------------------------------------------------------------------
@@ -248,9 +243,9 @@ def test_no_eval_exec_sympify_in_the_verifier_source():
     """Policy 4, statically: the names never appear in code (docstrings and comments aside)."""
     banned = {"eval", "exec", "sympify", "parse_expr", "lambdify", "__import__", "parse_latex",
               "latex2sympy", "pickle", "marshal"}
-    for path in (REPO / name for name in ("reward.py", "math_extract.py", "math_normalize.py",
-                                         "math_parse.py", "math_tokens.py", "math_values.py",
-                                         "math_equal.py", "verifier_pool.py")):
+    for path in (REPO / name for name in ("reward.py", "verifier/extract.py", "verifier/normalize.py",
+                                         "verifier/parse.py", "verifier/tokens.py", "verifier/values.py",
+                                         "verifier/equal.py", "verifier/pool.py")):
         names = {tok.string for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
                  if tok.type == tokenize.NAME}
         assert names & banned == set(), path.name
@@ -289,13 +284,13 @@ def test_score_batch_kills_overrunning_workers_and_recovers():
     slow = box("+".join(rf"\tan(\sin(10^{{4000}}+{k}))" for k in range(40)))
     responses, golds = [slow, box("42"), box("2(k+1)")], [r"\frac12", "42", "2k+2"]
     score_batch([box("k+k")], ["2k"], workers=2)  # a worker-path pair: starts the pool
-    old_pids = {w.proc.pid for w in verifier_pool._POOL.workers}
+    old_pids = {w.proc.pid for w in pool._POOL.workers}
     timed = score_batch(responses, golds, timeout_s=0.02, workers=2)
     assert timed[0] == RewardResult(False, -1.0, None, timeout=True)
     assert timed[1] == RewardResult(True, 1.0, "42")
-    new_pids = {w.proc.pid for w in verifier_pool._POOL.workers}
+    new_pids = {w.proc.pid for w in pool._POOL.workers}
     assert len(new_pids) == 2 and new_pids != old_pids
-    assert all(w.proc.poll() is None for w in verifier_pool._POOL.workers)
+    assert all(w.proc.poll() is None for w in pool._POOL.workers)
     again = score_batch(responses[1:], golds[1:], workers=2)
     assert [(r.acc, r.timeout) for r in again] == [(True, False), (True, False)]
 
@@ -313,37 +308,37 @@ for line in sys.stdin:
 
 
 def test_pool_timeout_crash_and_replacement_with_a_stand_in_worker():
-    pool = verifier_pool.Pool(2, argv=[sys.executable, "-c", _STAND_IN_WORKER])
+    workers = pool.Pool(2, argv=[sys.executable, "-c", _STAND_IN_WORKER])
     try:
         jobs = {0: ("slow", "g"), 1: ("ok", "g"), 2: ("crash", "g"), 3: ("ok", "g")}
         start = time.monotonic()
-        out = pool.run(jobs, timeout_s=0.5)
+        out = workers.run(jobs, timeout_s=0.5)
         assert time.monotonic() - start < 5.0
         assert out == {0: None, 1: True, 2: None, 3: True}
-        assert len(pool.workers) == 2
-        assert all(w.proc.poll() is None for w in pool.workers)  # replacements are alive
-        assert pool.run({7: ("ok", "g")}, timeout_s=5.0) == {7: True}
+        assert len(workers.workers) == 2
+        assert all(w.proc.poll() is None for w in workers.workers)  # replacements are alive
+        assert workers.run({7: ("ok", "g")}, timeout_s=5.0) == {7: True}
     finally:
-        pool.close()
+        workers.close()
 
 
 def test_workers_are_capped_in_memory():
     score_batch([box("k+k")], ["2k"], workers=2)
-    for w in verifier_pool._POOL.workers:
+    for w in pool._POOL.workers:
         limits = Path(f"/proc/{w.proc.pid}/limits")
         if not limits.exists():
             pytest.skip("no /proc on this system")
         line = next(ln for ln in limits.read_text().splitlines() if ln.startswith("Max address space"))
-        assert line.split()[3] == str(verifier_pool.WORKER_MEMORY_BYTES)
+        assert line.split()[3] == str(pool.WORKER_MEMORY_BYTES)
 
 
 def test_a_forked_child_gets_its_own_pool_and_leaves_the_parents_alone():
     score_batch([box("k+k")], ["2k"], workers=2)
-    parents = verifier_pool._POOL
+    parents = pool._POOL
     parents.pid = -1  # as seen from a forked child: the pool belongs to another process
     try:
         assert score_batch([box("k+k")], ["2k"], workers=2)[0].acc
-        assert verifier_pool._POOL is not parents
+        assert pool._POOL is not parents
         assert all(w.proc.poll() is None for w in parents.workers)  # not killed by the child
     finally:
         parents.close()
@@ -355,7 +350,7 @@ def test_score_batch_validates_lengths():
 
 
 def test_score_batch_on_empty_and_fast_only_batches_starts_no_pool(monkeypatch):
-    monkeypatch.setattr(verifier_pool, "Pool", None)  # any attempt to build a pool would fail
+    monkeypatch.setattr(pool, "Pool", None)  # any attempt to build a pool would fail
     assert score_batch([], []) == []
     results = score_batch([box("073"), "no answer", box(r"\text{(C)}")], ["73", "1", "(C)"])
     assert [r.acc for r in results] == [True, False, True]

@@ -1,4 +1,4 @@
-r"""reward.py's mode="dapo" (reward_dapo.py) against verl's own outputs, and its bounds on adversarial input.
+r"""reward.py's mode="dapo" (verifier/dapo.py) against verl's own outputs, and its bounds on adversarial input.
 
 VERL_CASES holds (response, ground_truth, acc, score, pred): each response and gold was written
 by hand (typical endings and the tricky ones: `Answer:` lines with $...$, \boxed, \text{},
@@ -23,9 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reward_dapo
-import verifier_pool
 from reward import RewardResult, score, score_batch
+from verifier import dapo, pool
 
 VERL_CASES = [
     # -- typical: an `Answer:` line at the end, integer golds as the datasets store them
@@ -265,7 +264,7 @@ def test_the_cases_cover_both_verdicts_and_no_answer():
 
 
 def test_score_batch_dapo_equals_score_and_starts_no_pool(monkeypatch):
-    monkeypatch.setattr(verifier_pool, "Pool", None)  # any attempt to build a pool would fail
+    monkeypatch.setattr(pool, "Pool", None)  # any attempt to build a pool would fail
     responses, golds = [c[0] for c in VERL_CASES], [c[1] for c in VERL_CASES]
     batch = score_batch(responses, golds, mode="dapo")
     assert batch == [score(r, g, mode="dapo") for r, g in zip(responses, golds)]
@@ -308,12 +307,12 @@ _TEXT = st.lists(st.sampled_from(["$", "\n", "{", "}", "a", " ", "\\text{", "\\t
 @settings(max_examples=300, deadline=None)
 @given(_TEXT)
 def test_line_rules_equal_their_regex_form(s):
-    assert reward_dapo._per_line(s, reward_dapo._first_math_span) == re.sub(
+    assert dapo._per_line(s, dapo._first_math_span) == re.sub(
         r"[^\n$]*\$([^\n$]*)\$.*", r"$\1$", s)
     for opener in ("\\text{", "\\textbf{", "\\overline{"):
-        assert reward_dapo._per_line(s, reward_dapo._unwrap_command, opener) == re.sub(
+        assert dapo._per_line(s, dapo._unwrap_command, opener) == re.sub(
             re.escape(opener) + r"([^}\n]*)\}", r"\1", s)
-    assert reward_dapo._per_line(s, reward_dapo._unwrap_boxed) == re.sub(r"\\boxed\{(.*)\}", r"\1", s)
+    assert dapo._per_line(s, dapo._unwrap_boxed) == re.sub(r"\\boxed\{(.*)\}", r"\1", s)
 
 
 # ----------------------------------------------------------------------------------------------

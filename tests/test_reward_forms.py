@@ -12,8 +12,8 @@ import importlib
 
 import pytest
 
-from math_extract import extract_answer
 from reward import score, score_batch
+from verifier.extract import extract_answer
 
 
 def case(kind, gold, response, expected):
@@ -166,6 +166,6 @@ def test_extraction_of_groups_and_lines(response, pred):
     assert extract_answer(response) == pred
 
 
-@pytest.mark.parametrize("module", ["math_extract", "math_normalize", "math_tokens", "math_equal"])
+@pytest.mark.parametrize("module", ["verifier.extract", "verifier.normalize", "verifier.tokens", "verifier.equal"])
 def test_docstring_examples_of_the_verifier_modules(module):
     assert doctest.testmod(importlib.import_module(module)).failed == 0

@@ -1,4 +1,4 @@
-r"""The vocabulary of math_parse.py's grammar: the tokenizer and the allow-listed commands.
+r"""The vocabulary of verifier/parse.py's grammar: the tokenizer and the allow-listed commands.
 
     tokenize(text) -> [(kind, text)]     kind: num, cmd, var or op
     Tokens(tokens)                       the cursor the parser reads them with (peek, take, expect,
@@ -6,7 +6,7 @@ r"""The vocabulary of math_parse.py's grammar: the tokenizer and the allow-liste
 
 Everything the parser accepts is named here: relation and operator symbols, functions,
 constants, Greek letters, fraction commands, matrix environments, big operators. A token
-outside these tables is a ParseError in math_parse.py (its safety rule 1: never a guess).
+outside these tables is a ParseError in verifier/parse.py (its safety rule 1: never a guess).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 
 import sympy as sp
 
-from math_values import ParseError
+from verifier.values import ParseError
 
 MAX_TOKENS = 600  # an answer longer than this is not a final answer
 
@@ -103,7 +103,7 @@ class Tokens:
         parts = []
         while self.peek() not in ("}", ""):
             if self.peek_kind() not in ("num", "var") and self.peek() not in ("+", "-"):
-                raise ParseError("subscript must be letters, digits, + and -")  # math_parse reading 7
+                raise ParseError("subscript must be letters, digits, + and -")  # parse.py reading 7
             parts.append(self.take())
         self.expect("}")
         return "".join(parts)

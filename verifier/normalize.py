@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from math_extract import group_end
+from verifier.extract import group_end
 
 _UNICODE = str.maketrans({
     "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00d7": r"\times ", "\u22c5": r"\cdot ",

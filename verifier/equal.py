@@ -1,6 +1,6 @@
 r"""Exact equality of two parsed answers (reward.py's policy 3), gold first: answers_equal(g, p).
 
-Inputs are what math_parse.parse returns: sympy expressions, Seq (tuple / set / list / pm),
+Inputs are what parse.parse returns: sympy expressions, Seq (tuple / set / list / pm),
 Interval, Union, Relation and Matrix. The comparison, by kind of gold:
 
     number or expression   a == b in sympy's canonical form, else agreement at high precision
@@ -25,7 +25,7 @@ Exactness, numbered:
    raised with the size of every rational written in either answer, so that no decimal can
    pass for an irrational; expressions with variables must agree at three generic points.
    expand/simplify are never called: their cost is unbounded ((x+y+z+w)^80), while evaluation
-   at a point costs about the same for any expression the parser's caps allow (math_values.py).
+   at a point costs about the same for any expression the parser's caps allow (verifier/values.py).
 3. The one tolerance (rounds_to): a gold written as a decimal with at least MIN_ROUNDED_DIGITS
    significant digits may itself be rounded (33.3 for 100/3; 4.123105625617661 for sqrt(17)).
    A prediction whose exact value rounds to it at the gold's last written digit answers it,
@@ -40,7 +40,7 @@ import re
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-from math_values import Interval, Matrix, Relation, Seq, Union
+from verifier.values import Interval, Matrix, Relation, Seq, Union
 
 MIN_DIGITS = 100  # numeric comparison precision, before raising it for long numbers
 MAX_DIGITS = 2000  # ... and its ceiling, which bounds the cost of one evaluation
@@ -70,7 +70,7 @@ def scalars_equal(a: sp.Expr, b: sp.Expr) -> bool:
     if diff == 0:
         return True
     if diff.is_Rational or _opaque(a) or _opaque(b):
-        return False  # an opaque sum (math_parse reading 7) is equal only in canonical form
+        return False  # an opaque sum (parse.py reading 7) is equal only in canonical form
     return _agree_numerically(a, b)
 
 
@@ -307,7 +307,7 @@ def _matrices_equal(g: Matrix, p) -> bool:
 
 
 def answers_equal(g, p) -> bool:
-    """Whether prediction p answers gold g (both from math_parse.parse); see the table above."""
+    """Whether prediction p answers gold g (both from parse.parse); see the table above."""
     if g == p:
         return True
     g_set = inequality_set(g)

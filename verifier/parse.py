@@ -21,20 +21,20 @@ Safety, numbered (reward.py's policy rule 4):
 1. Nothing here calls eval, exec, sympify or parse_expr. Text becomes tokens from one regex;
    tokens become sympy objects only through constructors (Rational, Symbol, Add, Mul, Pow, sin,
    ...) on values already checked. An unknown token is a ParseError, never a guess.
-2. Sizes are capped before any arithmetic: tokens (MAX_TOKENS, math_tokens.py), nesting
+2. Sizes are capped before any arithmetic: tokens (MAX_TOKENS, verifier/tokens.py), nesting
    (MAX_DEPTH) here;
    digits per number (MAX_DIGITS), the bit size of an exact power, factorial or binomial
-   (MAX_BITS), and the exponent of a non-rational base (MAX_SYMBOLIC_EXP) in math_values.py's
+   (MAX_BITS), and the exponent of a non-rational base (MAX_SYMBOLIC_EXP) in verifier/values.py's
    constructors. sympy evaluates `9**(9**9)` eagerly on construction, so the check must come
    first.
 
 Readings, numbered (choices a grader has to make; each is repeated at its line):
-1. `i` is the imaginary unit and `e` is Euler's number, as in MATH answers (math_values.letter).
+1. `i` is the imaginary unit and `e` is Euler's number, as in MATH answers (values.letter).
 2. TeX one-token arguments: `\frac43` = 4/3, `\frac 59` = 5/9, `\sqrt2`; but an exponent takes a
    whole number (`2^10` = 1024, what the writer meant, not TeX's 2^1 0).
 3. An integer directly followed by a proper fraction is a mixed number: `1\frac{4}{5}` = 9/5.
 4. Two numbers side by side (`42 43`) are an error, not a product.
-5. `(a, b)` is a tuple; math_equal.py reads a 2-tuple as an open interval when compared with
+5. `(a, b)` is a tuple; verifier/equal.py reads a 2-tuple as an open interval when compared with
    one. `[a, b]`, `(a, b]`, `[a, b)` are intervals; `\{...\}` is a set; `a \pm b` is the pair
    {a + b, a - b} (Seq "pm").
 6. `\sin x \cos x` is sin(x) cos(x): a function's unparenthesised argument stops at the next
@@ -43,8 +43,8 @@ Readings, numbered (choices a grader has to make; each is repeated at its line):
    when their parts are (`F_{n-k-1} F_k` = `F_k F_{n-k-1}`: products are canonical). A
    subscript may hold + and -: `F_{n-k-1}` is one variable named by its text.
 
-Files: this one (the grammar, one recursive-descent parser), math_tokens.py (the tokenizer and
-the allow-listed commands) and math_values.py (the value types and the capped constructors
+Files: this one (the grammar, one recursive-descent parser), verifier/tokens.py (the tokenizer and
+the allow-listed commands) and verifier/values.py (the value types and the capped constructors
 every rule calls).
 """
 
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from math_tokens import (
+from verifier.tokens import (
     ADD_OPS,
     CONSTANTS,
     DIV_OPS,
@@ -67,7 +67,7 @@ from math_tokens import (
     Tokens,
     tokenize,
 )
-from math_values import (
+from verifier.values import (
     EMPTY_SET,
     Matrix,
     ParseError,

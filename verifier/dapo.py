@@ -132,7 +132,7 @@ def dapo_verdict(response: str, ground_truth: str) -> tuple[bool, str | None]:
     try:
         tail = response[-DAPO_TAIL_CHARS:]
         last = None
-        for last in _DAPO_ANSWER_RE.finditer(tail):  # matches do not overlap, as in re.findall
+        for last in _DAPO_ANSWER_RE.finditer(tail):  # noqa: B007 - read after the loop; no overlaps (re.findall)
             pass
         pred = dapo_normalize(last.group(1) if last else _DAPO_NO_ANSWER)
         return pred == dapo_normalize(ground_truth), pred

@@ -39,8 +39,8 @@ from collections import deque
 
 WORKER_MEMORY_BYTES = 1 << 30  # RLIMIT_AS of each worker (one idles at ~55 MB)
 STARTUP_LIMIT_S = 60.0  # give up on workers that cannot start within this (choice 4)
-CHECK = ("reward", "sympy_verdict")  # module and function each worker runs on (pred, gold)
-PRELOAD = ("math_equal",)  # imported before a worker reports ready, so jobs are timed fairly
+CHECK = ("verifier.verdict", "sympy_verdict")  # module and function each worker runs on (pred, gold)
+PRELOAD = ("verifier.equal",)  # imported before a worker reports ready, so jobs are timed fairly
 
 # ----------------------------------------------------------------------------------------------
 # One worker: a subprocess answering `[pred, gold]` lines with 1 or 0
@@ -72,9 +72,9 @@ def worker_loop(module: str, function: str, preload: list[str]) -> None:
 
 def worker_argv(check: tuple[str, str] = CHECK, preload: tuple[str, ...] = PRELOAD) -> list[str]:
     """The command that starts one worker: this interpreter, this folder on sys.path (choice 1)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    code = (f"import sys; sys.path.insert(0, {here!r}); import verifier_pool; "
-            f"verifier_pool.worker_loop({check[0]!r}, {check[1]!r}, {list(preload)!r})")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder holding verifier/
+    code = (f"import sys; sys.path.insert(0, {root!r}); from verifier import pool; "
+            f"pool.worker_loop({check[0]!r}, {check[1]!r}, {list(preload)!r})")
     return [sys.executable, "-c", code]
 
 
@@ -162,7 +162,7 @@ class Pool:
                     out[w.job] = None  # choice 3: overran; kill and replace
                     self.replace(w)
             if not any(w.ready for w in self.workers) and now - started > STARTUP_LIMIT_S:
-                warnings.warn(f"verifier_pool: no worker started within {STARTUP_LIMIT_S} s;"
+                warnings.warn(f"verifier pool: no worker started within {STARTUP_LIMIT_S} s;"
                               f" {len(pending)} answers scored as timeouts", stacklevel=1)
                 out.update({i: None for i in pending})  # choice 4: never hang
                 break
@@ -211,7 +211,7 @@ def run_checks(jobs: dict[int, tuple[str, str]], timeout_s: float,
                 _POOL = Pool(size)
             return _POOL.run(jobs, timeout_s)
         except OSError as exc:  # choice 4: cannot start processes (fd or memory exhaustion)
-            warnings.warn(f"verifier_pool: worker pool failed ({exc}); "
+            warnings.warn(f"verifier pool: worker pool failed ({exc}); "
                           f"{len(jobs)} answers scored as timeouts", stacklevel=1)
             shutdown()
             return {i: None for i in jobs}
