@@ -34,8 +34,10 @@ Choices, numbered:
    non-blank string `content` (and a string `role`, "user" when absent); an answer a non-blank
    string or a number, handed on as str(answer). Anything else is an error, never a silent str().
 6. Micro-batches are filled by a token budget, not a fixed count: sequences sorted by length,
-   longest first, and cut into runs whose padded size (count x longest) fits the budget. On
-   long-tailed reasoning-trace lengths this keeps padding small (bench/bench_padding.py).
+   longest first, and cut into runs whose size fits the budget: their sum when a micro-batch is
+   one packed row (the trainer, policy.py choice 5), count x longest when it is padded rows. On
+   long-tailed reasoning-trace lengths padded rows stay little padded (bench/bench_padding.py);
+   packed rows have none (bench/bench_packing.py).
 """
 
 from __future__ import annotations
@@ -49,7 +51,15 @@ import pyarrow.compute as pc
 import torch
 
 from data_files import (  # noqa: F401  (LOCAL_FORMATS, DataError, load_rows: re-exported for eval.py and train.py)
-    LOCAL_FORMATS, ArrowRows, DataError, check_batch, column_type, dotted_names, get_column, is_text, load_rows,
+    LOCAL_FORMATS,
+    ArrowRows,
+    DataError,
+    check_batch,
+    column_type,
+    dotted_names,
+    get_column,
+    is_text,
+    load_rows,
 )
 
 
@@ -239,20 +249,25 @@ class PromptSampler:
 # ----------------------------------------------------------------------------------------------
 
 
-def token_budget_micro_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
-    """Indices of sequences grouped so that count x longest <= max_tokens in every group
-    (choice 3). A sequence longer than the budget gets a group of its own.
+def token_budget_micro_batches(lengths: list[int], max_tokens: int, packed: bool = False) -> list[list[int]]:
+    """Indices of sequences grouped, longest first, so that every group's tokens fit `max_tokens`
+    (choice 6): count x longest for padded rows, the sum of lengths for one packed row
+    (`packed`). A sequence longer than the budget gets a group of its own.
 
     >>> token_budget_micro_batches([5, 100, 7, 90, 6], max_tokens=200)
     [[1, 3], [2, 4, 0]]
+    >>> token_budget_micro_batches([5, 100, 7, 90, 6], max_tokens=200, packed=True)
+    [[1, 3, 2], [4, 0]]
     """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    groups, current = [], []
+    groups, current, used = [], [], 0
     for i in order:
-        if current and (len(current) + 1) * lengths[current[0]] > max_tokens:
+        used_after = used + lengths[i] if packed else (len(current) + 1) * lengths[current[0] if current else i]
+        if current and used_after > max_tokens:
             groups.append(current)
-            current = []
+            current, used_after = [], lengths[i]
         current.append(i)
+        used = used_after
     if current:
         groups.append(current)
     return groups

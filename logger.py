@@ -69,7 +69,6 @@ METRICS = {
     "perf/micro_batches": "forward-backward passes in the update (after skipping zero-advantage responses), all ranks",
     "perf/filler_passes": "zero-weighted passes (old log-probs and update, all ranks) run so every rank makes as many as the busiest (ZeRO-3's collectives)",
     "perf/old_pass_frac": "fraction of the batch's responses in the no-grad old-log-prob pass (train.py choice 10; 1.0 without reuse)",
-    "perf/pad_frac": "fraction of padded token slots in the update's micro-batches",
     "perf/gen_tokens_per_s": "response tokens generated per second of rollout",
     "perf/train_tokens_per_s": "tokens (prompt + response) through gradient passes per second of update",
     "time/sync": "seconds copying the policy's weights into the sampler (vLLM; ZeRO-3 gathers a layer at a time)",
@@ -131,7 +130,7 @@ def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[flo
     upd = [u for r in ranks for u in r["upd"]]  # per rank and mini-batch
     lp = {k: sum(r["logp"][k] for r in ranks) for k in ("ent_sum", "tokens", "ent_by_sign", "cov")}
     times = {k: max(r["times"][k] for r in ranks) for k in ranks[0]["times"]}  # the slowest rank paces the step
-    u = {k: sum(x[k] for x in upd) for k in ("micro_batches", "fillers", "seq_tokens", "slots")}
+    u = {k: sum(x[k] for x in upd) for k in ("micro_batches", "fillers", "seq_tokens")}
     lens = torch.tensor(seen["len"], dtype=torch.float32)
     metrics = {
         "step": step,
@@ -156,7 +155,6 @@ def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[flo
         "perf/micro_batches": u["micro_batches"],
         "perf/filler_passes": u["fillers"] + sum(r["logp"]["fillers"] for r in ranks),
         "perf/old_pass_frac": sum(r["logp"]["old_pass"] for r in ranks) / reward.numel(),
-        "perf/pad_frac": 1 - u["seq_tokens"] / u["slots"] if u["slots"] else 0.0,
         "perf/gen_tokens_per_s": lens.sum().item() / max(times["rollout"], 1e-9),
         "perf/train_tokens_per_s": u["seq_tokens"] / max(times["update"], 1e-9),
         **{f"time/{k}": v for k, v in times.items()},

@@ -26,14 +26,14 @@ Departures and choices, numbered:
    never built. Log-probabilities and entropy are computed over chunks of tokens, each chunk
    upcast to fp32 on its own and, when gradients are needed, recomputed in backward
    (activation checkpointing), so autograd keeps only the chunk inputs.
-6. The number of chunks can be fixed by the caller (`num_chunks`): under ZeRO-3 each lm_head
-   call is a collective, so every rank must make the same number (policy.py choice 2).
+6. Under ZeRO-3 the chunk loop runs inside one module call (policy.OutputHead), which gathers the
+   output layer once per pass; `lm_head` here is a plain function of the gathered weight.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -72,28 +72,19 @@ def _chunk_logprob_entropy(logits: torch.Tensor, targets: torch.Tensor, temperat
     return logp, entropy
 
 
-def _chunked(fn: Callable, rows: torch.Tensor, targets: torch.Tensor, chunk_tokens: int, num_chunks: int | None = None):
-    """Apply fn(rows_chunk, targets_chunk) -> (logp, entropy) over chunks of the first dim,
-    checkpointing each chunk when autograd is recording, and concatenate.
-
-    With `num_chunks`, fn runs exactly that many times (departure 6): the N rows are padded with
-    zero rows to a multiple of num_chunks, and the padded rows' outputs are dropped.
-    """
-    N = rows.shape[0]
-    num_chunks = num_chunks or max(1, -(-N // chunk_tokens))
-    size = -(-N // num_chunks)  # rows per chunk
-    pad = size * num_chunks - N
-    if pad:
-        rows = torch.cat([rows, rows.new_zeros(pad, *rows.shape[1:])])
-        targets = torch.cat([targets, targets.new_zeros(pad)])
+def _chunked(fn: Callable, rows: torch.Tensor, targets: torch.Tensor, chunk_tokens: int):
+    """Apply fn(rows_chunk, targets_chunk) -> (logp, entropy) over chunks of at most `chunk_tokens`
+    rows of the first dim, checkpointing each chunk when autograd is recording, and concatenate."""
     use_ckpt = torch.is_grad_enabled() and rows.requires_grad
     logps, entropies = [], []
-    for start in range(0, size * num_chunks, size):
-        r, t = rows[start : start + size], targets[start : start + size]
+    for start in range(0, rows.shape[0], chunk_tokens):
+        r, t = rows[start : start + chunk_tokens], targets[start : start + chunk_tokens]
         logp, entropy = checkpoint(fn, r, t, use_reentrant=False) if use_ckpt else fn(r, t)
         logps.append(logp)
         entropies.append(entropy)
-    return torch.cat(logps)[:N], torch.cat(entropies)[:N]
+    if not logps:  # no rows
+        return rows.new_zeros(0, dtype=torch.float32), rows.new_zeros(0, dtype=torch.float32)
+    return torch.cat(logps), torch.cat(entropies)
 
 
 def token_logprobs(
@@ -117,20 +108,18 @@ def token_logprobs_from_hidden(
     targets: torch.Tensor,
     temperature: float = 1.0,
     chunk_tokens: int | None = None,
-    num_chunks: int | None = None,
 ):
     """Same as `token_logprobs`, but from the last hidden states: the output projection runs one
-    chunk at a time, so not even the model-dtype (B, T, V) logits exist. `num_chunks` fixes how
-    many times lm_head is called (departure 6), else chunks hold at most `chunk_tokens` rows.
+    chunk of at most `chunk_tokens` rows at a time, so not even the model-dtype (B, T, V) logits exist.
 
     hidden (B, T, H), lm_head maps (N, H) -> (N, V), targets (B, T) -> logp (B, T), entropy (B, T).
     """
     B, T, H = hidden.shape
-    if chunk_tokens is None and num_chunks is None:  # nn.Linear knows V even when ZeRO-3 has partitioned its weight
+    if chunk_tokens is None:
         V = getattr(lm_head, "out_features", None) or lm_head(hidden[:1, :1].reshape(1, H)).shape[-1]
         chunk_tokens = max(1, CHUNK_ELEMENTS // V)
     fn = lambda h, t: _chunk_logprob_entropy(lm_head(h), t, temperature)  # noqa: E731
-    logp, entropy = _chunked(fn, hidden.reshape(B * T, H), targets.reshape(B * T), chunk_tokens or 1, num_chunks)
+    logp, entropy = _chunked(fn, hidden.reshape(B * T, H), targets.reshape(B * T), chunk_tokens)
     return logp.view(B, T), entropy.view(B, T)
 
 

@@ -19,11 +19,12 @@ Departures and choices, numbered:
 1. Exact sparse update: with no KL and no entropy bonus, a response with advantage exactly 0
    contributes exactly 0 gradient, and under QAE that is ~80% of responses; they are skipped in
    the gradient passes and kept in the loss normaliser's counts (`trainer.sparse_update`).
-2. Micro-batches are filled by a token budget (data.token_budget_micro_batches), not a count.
+2. Micro-batches are filled by a token budget (data.token_budget_micro_batches), not a count, and
+   each is one packed row: no padding is computed (policy.py choice 5).
 3. Data parallel: the kept groups are pooled over ranks and dealt mini-batch by mini-batch, so
    each optimizer step sees the same groups whatever the number of processes (batch.py choice 1).
-4. Every rank makes the same number of forward passes and output-layer calls in each pass
-   (policy.plan_passes; zero-weighted fillers), as ZeRO-3's collectives require.
+4. Every rank makes the same number of forward passes (policy.plan_passes; zero-weighted
+   fillers), as ZeRO-3's collectives require; each pass calls the output layer once (policy.py choice 2).
 5. A step whose loss or gradient is not finite is not applied (no optimizer or scheduler step)
    and is counted in `optim/skipped`. (Under DeepSpeed its engine steps inside the last
    backward and skips a non-finite gradient itself; the norm it reports is then inf.)
@@ -75,8 +76,7 @@ from data import DataError
 from eval import EvalError, load_eval_sets, periodic_eval
 from launch import check_hardware, check_launch, make_accelerator, report_timeouts, stop
 from logger import MetricsLogger, step_metrics
-from policy import ModelError, Policy, check_model, chunk_tokens, hf_model, load_policy, load_tokenizer, plan_passes, response_logprobs
-
+from policy import ModelError, Policy, check_model, load_policy, load_tokenizer, plan_passes, response_logprobs
 
 # ----------------------------------------------------------------------------------------------
 # Setup
@@ -174,9 +174,9 @@ def needs_old_pass(cfg, batch: Batch, adv: torch.Tensor, first: set[int]) -> lis
 
 
 def micro_batches(batch: Batch, ids: list[int], budget: int) -> list[list[int]]:
-    """The responses `ids` cut into micro-batches of at most `budget` prompt + response tokens (choice 2)."""
+    """The responses `ids` cut into packed micro-batches of at most `budget` prompt + response tokens (choice 2)."""
     lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids]
-    return [[ids[j] for j in mb] for mb in data.token_budget_micro_batches(lens, budget)]
+    return [[ids[j] for j in mb] for mb in data.token_budget_micro_batches(lens, budget, packed=True)]
 
 
 @torch.no_grad()
@@ -184,15 +184,14 @@ def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id:
     """Step 5: {response: (logp, entropy)} under the current (= sampling-time) policy for the
     responses `todo`, one no-grad pass; and the number of filler passes (choice 4)."""
     micro = micro_batches(batch, todo, cfg.trainer.micro_batch_max_tokens)
-    response_lens = [len(r) for r in batch.response_ids]
-    passes = plan_passes(micro, response_lens, chunk_tokens(hf_model(model), cfg.trainer.logprob_chunk_tokens), accelerator, 0,
-                         at_least_one=False)
+    passes = plan_passes(micro, accelerator, 0, at_least_one=False)
     known = {}
     for p in passes:
         logp, entropy, _ = response_logprobs(model, [batch.prompt_ids[i] for i in p.ids], [batch.response_ids[i] for i in p.ids],
-                                             cfg.rollout.temperature, pad_id, p.num_chunks)
+                                             cfg.rollout.temperature, pad_id, cfg.trainer.logprob_chunk_tokens)
         for row, i in enumerate(p.ids if p.weight else []):
-            known[i] = (logp[row, : response_lens[i]].float().cpu(), entropy[row, : response_lens[i]].float().cpu())
+            n = len(batch.response_ids[i])
+            known[i] = (logp[row, :n].float().cpu(), entropy[row, :n].float().cpu())
     return known, len(passes) - len(micro)
 
 
@@ -233,14 +232,14 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict
     weight_of = dict(zip(idx, loss.AGGREGATIONS[algo.loss_agg](lengths, group_tokens, loss.MiniBatchCounts(*totals.tolist()))))
     active = [i for i in idx if adv[i] != 0] if cfg.trainer.sparse_update else list(idx)
     micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)
-    response_lens = {i: len(batch.response_ids[i]) for i in idx}
-    passes = plan_passes(micro, response_lens, chunk_tokens(hf_model(model), cfg.trainer.logprob_chunk_tokens), accelerator, idx[0])
-    sums = {"seq_tokens": 0.0, "slots": 0.0, "policy": 0.0, "micro_batches": len(micro),
+    passes = plan_passes(micro, accelerator, idx[0])
+    sums = {"seq_tokens": 0.0, "policy": 0.0, "micro_batches": len(micro),
             "fillers": len(passes) - len(micro), "mini_tokens": float(lengths.sum())}
     for k, p in enumerate(passes):
         ids = p.ids
-        logp, entropy, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids], [batch.response_ids[i] for i in ids],
-                                                cfg.rollout.temperature, pad_id, p.num_chunks)  # (B, R)
+        logp, entropy, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids],
+                                                [batch.response_ids[i] for i in ids], cfg.rollout.temperature, pad_id,
+                                                cfg.trainer.logprob_chunk_tokens)  # (B, R)
         for row, i in enumerate(ids if p.weight else []):
             if i not in known:  # the first mini-batch: the sampling-time policy is the current one
                 n = len(batch.response_ids[i])
@@ -257,9 +256,7 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict
         accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the mini-batch's last pass only
         accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' gradients are averaged
         if p.weight:
-            lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids]
-            sums["seq_tokens"] += sum(lens)
-            sums["slots"] += len(ids) * max(lens)
+            sums["seq_tokens"] += sum(len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids)  # no padding
             sums["policy"] += policy_loss.item()
             for key, value in metrics.items():  # generic: every metric the loss reports, summed (min/max kept)
                 value = value.item()

@@ -19,7 +19,7 @@ def rank_sums(seed: int, extra_loss_metric: bool = False) -> dict:
     adv = advantage.compute_advantages(reward, K=0.4)
     tok_adv, tok_logp = adv.flatten().repeat_interleave(3), -torch.rand(24, generator=g)
     entropy = torch.rand(24, generator=g)
-    upd = {"policy": 0.5, "micro_batches": 2, "fillers": 1, "mini_tokens": 24.0, "seq_tokens": 60.0, "slots": 80.0,
+    upd = {"policy": 0.5, "micro_batches": 2, "fillers": 1, "mini_tokens": 24.0, "seq_tokens": 60.0,
            "clip_frac_high": 2.0, "clip_frac_low": 1.0, "clip_frac_dual": 0.0, "ratio_mean": 7.5, "approx_kl": 0.3,
            "num_tokens": 6.0, "ratio_min": 0.8 + seed / 100, "ratio_max": 1.3 + seed / 100}
     if extra_loss_metric:

@@ -209,7 +209,7 @@ def test_tis_weights_scale_the_loss_per_token_and_ones_change_nothing():
 
 
 class CountingHead(torch.nn.Linear):
-    """An output layer that counts its calls (under ZeRO-3 each call is a collective)."""
+    """An output layer that counts its calls."""
 
     calls = 0
 
@@ -218,18 +218,18 @@ class CountingHead(torch.nn.Linear):
         return super().forward(x)
 
 
-@pytest.mark.parametrize("rows, num_chunks", [(12, 3), (12, 5), (2, 4), (1, 3), (7, 1)])
-def test_fixed_chunk_count_calls_the_head_exactly_that_often_and_changes_nothing(rows, num_chunks):
-    # policy.plan_passes makes every rank call lm_head equally often, so a rank with fewer rows
-    # than chunks pads with zero rows: values and gradients must equal the unpadded computation.
-    g = torch.Generator().manual_seed(rows * 10 + num_chunks)
+@pytest.mark.parametrize("rows, chunk", [(12, 4), (12, 5), (2, 4), (1, 3), (7, 7)])
+def test_chunks_of_at_most_chunk_tokens_rows_change_nothing(rows, chunk):
+    # Each chunk is one head call forward and one in the checkpointed recompute; the values and
+    # gradients are the unchunked computation's.
+    g = torch.Generator().manual_seed(rows * 10 + chunk)
     head = CountingHead(8, 11).double()
     hidden = torch.randn(1, rows, 8, generator=g, dtype=torch.float64, requires_grad=True)
     targets = torch.randint(0, 11, (1, rows), generator=g)
     CountingHead.calls = 0
-    logp, ent = token_logprobs_from_hidden(hidden, head, targets, temperature=0.8, num_chunks=num_chunks)
+    logp, ent = token_logprobs_from_hidden(hidden, head, targets, temperature=0.8, chunk_tokens=chunk)
     (logp.sum() + 0.5 * ent.sum()).backward()
-    assert CountingHead.calls == 2 * num_chunks  # forward, and the checkpointed recompute in backward
+    assert CountingHead.calls == 2 * math.ceil(rows / chunk)
     ref_logp, ref_ent = naive_token_logprobs(head(hidden.detach()), targets, temperature=0.8)
     torch.testing.assert_close(logp, ref_logp)
     torch.testing.assert_close(ent, ref_ent)
