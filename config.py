@@ -250,6 +250,10 @@ class LoggingConfig:
     """Run name; null = the output directory's name."""
     num_completions: int = 2
     """Sampled completions written as text each step."""
+    entropy_sample: float = 1.0
+    """Responses outside every gradient pass (advantage 0) that get a forward for the entropy and covariance
+    metrics when the sampler reports no log-probs (vLLM): a fraction in (0, 1] (1 = all), or a count per step
+    over all ranks (a whole number > 1). The HF sampler reports them for every response at no cost."""
 
 
 @dataclass
@@ -356,6 +360,9 @@ def validate(cfg: Config) -> Config:
     need(algo.tis_cap is None or algo.tis_cap >= 1, f"config key `algorithm.tis_cap` must be null (off) or >= 1, got {algo.tis_cap}")
     need(trainer.save_every >= 0 and trainer.keep_last >= 1, "config keys `trainer.save_every` must be >= 0 and `trainer.keep_last` >= 1")
     need("{problem}" in cfg.data.prompt_template, "config key `data.prompt_template` must contain `{problem}`")
+    sample = cfg.logging.entropy_sample
+    need(0 < sample <= 1 or (sample > 1 and float(sample).is_integer()), "config key `logging.entropy_sample` must be "
+         f"a fraction in (0, 1] or a whole number of responses > 1, got {sample}")
     return cfg
 
 

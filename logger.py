@@ -8,6 +8,7 @@ several processes every metric covers the whole batch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -40,10 +41,16 @@ METRICS = {
     "response/len_mean": "mean response length in tokens, all generated responses",
     "response/len_max": "longest response in tokens",
     "response/truncated_frac": "fraction of responses cut at rollout.max_response_len without EOS",
-    "policy/entropy": "mean per-token entropy of the policy over the training batch's response tokens (no-grad pass)",
-    "policy/entropy_pos": "mean per-token entropy over responses with A > 0 (paper Figs. 4a, 5b)",
-    "policy/entropy_neg": "mean per-token entropy over responses with A < 0",
-    "policy/entropy_zero": "mean per-token entropy over responses with A = 0",
+    "policy/entropy": "mean per-token entropy of the policy over the training batch's response tokens; A = 0 tokens "
+                      "from the logging.entropy_sample, weighted up to all A = 0 tokens (exact when "
+                      "policy/entropy_coverage is 1)",
+    "policy/entropy_pos": "mean per-token entropy over every response with A > 0 (paper Figs. 4a, 5b)",
+    "policy/entropy_neg": "mean per-token entropy over every response with A < 0",
+    "policy/entropy_zero": "mean per-token entropy over the sampled responses with A = 0 (all of them with the HF "
+                           "sampler, or logging.entropy_sample 1)",
+    "policy/entropy_coverage": "fraction of the batch's response tokens with a forward for the entropy and covariance "
+                               "metrics: every A != 0 token and the logging.entropy_sample of A = 0 ones (vLLM); "
+                               "1 with the HF sampler",
     "adv/zero_frac": "fraction of training responses with advantage exactly 0 (paper: ~80% at K = 0.4)",
     "adv/hard_frac": "fraction of training prompts with success rate p <= 1 - regime_K (quantile baseline = low reward)",
     "adv/easy_frac": "fraction of training prompts with p > 1 - regime_K (quantile baseline = high reward)",
@@ -54,7 +61,9 @@ METRICS = {
     "sampling/gen_batches": "generation batches dynamic sampling needed to fill the training batch",
     "sampling/kept_frac": "fraction of generated prompt groups kept by dynamic sampling",
     "sampling/gen_prompts": "prompts generated this step, all ranks (trainer.adaptive_gen_batch sizes the batches from the keep rate)",
-    "entropy_cov/total": "Cov over response tokens of (logp, A), Cui et al. 2025's token-level statistic: a policy-gradient step moves entropy by about -lr times it (not the paper's response-level Eq. 18)",
+    "entropy_cov/total": "Cov over response tokens of (logp, A), Cui et al. 2025's token-level statistic: a "
+                         "policy-gradient step moves entropy by about -lr times it (not the paper's response-level "
+                         "Eq. 18); A = 0 tokens weighted as in policy/entropy",
     "entropy_cov/pos": "part of entropy_cov/total from positive-advantage tokens (lowers entropy when > 0)",
     "entropy_cov/neg": "part of entropy_cov/total from negative-advantage tokens",
     **{name: doc for name, (_, doc) in LOSS_METRICS.items()},
@@ -63,18 +72,21 @@ METRICS = {
     "optim/skipped": "optimizer steps skipped because the loss or gradient was not finite",
     "optim/updates": "optimizer steps applied",
     "perf/peak_mem_gb": "peak CUDA memory allocated by rank 0, or its peak resident memory on a CPU, GB",
-    "rollout/logp_diff_mean": "mean over response tokens of |logp_trainer - logp_rollout| (vLLM only; stale weights show here)",
-    "rollout/logp_diff_max": "largest |logp_trainer - logp_rollout| over response tokens (vLLM only)",
+    "rollout/logp_diff_mean": "mean over response tokens of |logp_trainer - logp_rollout| (vLLM only; stale weights "
+                              "show here), A = 0 tokens weighted as in policy/entropy",
+    "rollout/logp_diff_max": "largest |logp_trainer - logp_rollout| over the response tokens policy/entropy_coverage "
+                             "counts (vLLM only)",
     "rollout/weight_syncs": "copies of the policy's weights into the sampler this step (vLLM: 1, +1 for the final evaluation; hf: 0)",
     "perf/micro_batches": "forward-backward passes in the update (after skipping zero-advantage responses), all ranks",
     "perf/filler_passes": "zero-weighted passes (old log-probs and update, all ranks) run so every rank makes as many as the busiest (ZeRO-3's collectives)",
-    "perf/old_pass_frac": "fraction of the batch's responses in the no-grad old-log-prob pass (train.py choice 10; 1.0 without reuse)",
+    "perf/old_pass_frac": "fraction of the batch's responses in the no-grad pass: later mini-batches' A != 0 ones and "
+                          "the logging.entropy_sample of A = 0 ones with vLLM (train.py choice 10; 1.0 without reuse)",
     "perf/gen_tokens_per_s": "response tokens generated per second of rollout",
     "perf/train_tokens_per_s": "tokens (prompt + response) through gradient passes per second of update",
     "time/sync": "seconds copying the policy's weights into the sampler (vLLM; ZeRO-3 gathers a layer at a time)",
     "time/rollout": "seconds generating responses",
     "time/reward": "seconds verifying answers",
-    "time/old_logp": "seconds in the no-grad log-prob and entropy pass",
+    "time/old_logp": "seconds in the no-grad pass (old log-probs, the entropy sample)",
     "time/update": "seconds in gradient passes and optimizer steps",
     "time/step": "seconds for the whole step",
     "time/eval": "seconds in periodic evaluation (steps where it ran)",
@@ -99,6 +111,64 @@ def documented(name: str) -> bool:
 # ----------------------------------------------------------------------------------------------
 # One step's metrics, from every rank's raw sums (train.py gathers them).
 # ----------------------------------------------------------------------------------------------
+
+
+def entropy_sample(candidates: list[int], sample: float, world: int, key: tuple) -> list[int]:
+    """The responses out of `candidates` (this rank's, outside every gradient pass) that get a
+    forward for the entropy metrics (`logging.entropy_sample`): a fraction `sample` <= 1 of them,
+    rounded up, or a count `sample` > 1 per step, split over the `world` ranks; drawn uniformly,
+    seeded by `key` (seed, step, rank). All of them, in order, when the sample covers them.
+
+    >>> entropy_sample([3, 5, 8, 9], 1.0, 1, (0, 1, 0)), len(entropy_sample([3, 5, 8, 9], 0.3, 1, (0, 1, 0)))
+    ([3, 5, 8, 9], 2)
+    >>> len(entropy_sample(list(range(100)), 8, 2, (0, 1, 0)))
+    4
+    """
+    k = math.ceil(sample * len(candidates)) if sample <= 1 else math.ceil(sample / world)
+    if k >= len(candidates):
+        return list(candidates)
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+    g = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
+    return sorted(candidates[j] for j in torch.randperm(len(candidates), generator=g)[:k].tolist())
+
+
+def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool) -> dict:
+    """This rank's sums for the metrics: entropy, entropy by advantage sign, the covariance
+    diagnostic, and |logp_trainer - logp_rollout| (the cheap alarm for stale sampler weights).
+
+    `known`: {response: (logp, entropy)} from the passes: every A != 0 response, and the sample of
+    A = 0 ones (entropy_sample); `from_sampler`: use the HF sampler's values, for every response.
+    The sums are linear in the tokens, so the sampled A = 0 tokens count `w` times, w = (A = 0
+    tokens of the batch) / (sampled ones): an estimate of the whole batch's sums, exact for w = 1.
+    """
+    if from_sampler:
+        known = {i: (torch.tensor(lp), torch.tensor(ent)) for i, (lp, ent) in enumerate(zip(batch.policy_logp,
+                                                                                             batch.policy_entropy))}
+    zero = [i for i in range(len(adv)) if adv[i] == 0]
+    covered = sum(len(known[i][0]) for i in zero if i in known)
+    w = sum(len(batch.response_ids[i]) for i in zero) / covered if covered else 0.0
+
+    def sums(ids):  # the metrics' sums over the tokens of responses `ids`
+        if not ids:
+            zeros = torch.zeros(3, 6, dtype=torch.float64)
+            return {"ent": zeros[:, :2], "cov": zeros[:, 2:], "gap": 0.0, "gap_max": 0.0, "covered": 0}
+        logp, entropy = (torch.cat([known[i][j] for i in ids]).float() for j in (0, 1))  # (N,), (N,)
+        tok_adv = torch.cat([adv[i].expand(len(known[i][0])) for i in ids])  # (N,)
+        out = {"ent": advantage.entropy_sums_by_sign(entropy, tok_adv), "cov": advantage.covariance_sums(logp, tok_adv),
+               "covered": len(logp)}
+        if batch.rollout_logp is not None:
+            diff = (logp - torch.tensor([x for i in ids for x in batch.rollout_logp[i]])).abs()  # (N,)
+            out.update(gap=diff.sum().item(), gap_max=diff.max().item())
+        return out
+
+    a, z = sums(sorted(i for i in known if adv[i] != 0)), sums(sorted(i for i in known if adv[i] == 0))
+    ent_by_sign = a["ent"] + w * z["ent"]  # (3, 2)
+    out = {"ent_sum": ent_by_sign[:, 0].sum().item(), "tokens": ent_by_sign[:, 1].sum().item(),
+           "ent_by_sign": ent_by_sign, "cov": a["cov"] + w * z["cov"], "covered": a["covered"] + z["covered"]}
+    if batch.rollout_logp is not None:
+        out.update(gap_sum=a["gap"] + w * z["gap"], gap_max=max(a["gap_max"], z["gap_max"]))
+    return out
+
 
 
 def loss_metrics(upd: list[dict], updates: int) -> dict:
@@ -141,6 +211,7 @@ def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[flo
         "response/len_max": lens.max().item(),
         "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
         "policy/entropy": lp["ent_sum"] / max(lp["tokens"], 1),
+        "policy/entropy_coverage": sum(r["logp"]["covered"] for r in ranks) / max(lp["tokens"], 1),
         **{f"policy/entropy_{k}": v for k, v in advantage.entropy_by_sign(lp["ent_by_sign"]).items()},
         **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv, reward, acc, regime_K).items()},
         "sampling/gen_batches": gen_batches,

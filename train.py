@@ -38,11 +38,13 @@ Departures and choices, numbered:
 10. No redundant old-log-prob pass (`trainer.reuse_logprobs`): the first mini-batch's policy is
    still the sampling-time policy, so its old log-probs are its own forward's, detached (as TRL
    does); only later mini-batches' gradient responses need a no-grad pass before the first
-   optimizer step. The metrics' entropy and covariance still cover every response, zero-advantage
-   ones included: from the HF sampler's own logits (rollout.py choice 4), or, with vLLM, from
-   that no-grad pass extended to every response outside the first mini-batch's gradient passes.
-   `reuse_logprobs: false` runs the plain pass over every response; tests/test_reuse_logprobs.py
-   checks both give the same update and metrics.
+   optimizer step. The metrics' entropy and covariance cover every response with the HF sampler
+   (its own logits, rollout.py choice 4). With vLLM the zero-advantage responses, in no gradient
+   pass, get a forward only for the metrics: the no-grad pass covers a `logging.entropy_sample`
+   of them (all in the tiny configs, 512 per step in the paper's), and the metrics weigh the
+   sample up to all of them (logger.logprob_sums; `policy/entropy_coverage` says how many tokens
+   had a forward). `reuse_logprobs: false` runs the plain pass over every response;
+   tests/test_reuse_logprobs.py checks both give the same update and metrics.
 11. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running
    keep rate (batch.py choice 3); off in the paper configs, which keep verl's fixed gen_batch_size.
 12. DAPO's overlong filtering (masking the loss of truncated responses, DAPO section 3.4) is not
@@ -75,7 +77,7 @@ from config import ConfigError
 from data import DataError
 from eval import EvalError, load_eval_sets, periodic_eval
 from launch import check_hardware, check_launch, make_accelerator, report_timeouts, stop
-from logger import MetricsLogger, step_metrics
+from logger import MetricsLogger, entropy_sample, logprob_sums, step_metrics
 from policy import ModelError, Policy, check_model, load_policy, load_tokenizer, plan_passes, response_logprobs
 
 # ----------------------------------------------------------------------------------------------
@@ -157,20 +159,22 @@ def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int)
 # ----------------------------------------------------------------------------------------------
 
 
-def needs_old_pass(cfg, batch: Batch, adv: torch.Tensor, first: set[int]) -> list[int]:
+def needs_old_pass(cfg, batch: Batch, adv: torch.Tensor, first: set[int], world: int = 1, key: tuple = ()) -> list[int]:
     """The responses whose log-probs under the sampling-time policy no other pass provides (choice 10).
 
     Gradient passes need `old_logp`: the first mini-batch's own forward gives it (the policy has
     not moved yet); later mini-batches need it from before the first optimizer step. The metrics
-    need log-prob and entropy of every response: the HF sampler reports them from its sampling
-    pass; with vLLM, the responses outside the first mini-batch's gradient passes need a forward.
+    need log-prob and entropy: the HF sampler reports them for every response; with vLLM, the
+    responses outside every gradient pass get a forward for them: a `logging.entropy_sample` of them
+    (logger.entropy_sample, drawn with `key` out of this rank's share of a `world` of ranks).
     """
     everything = range(len(batch.response_ids))
     if not cfg.trainer.reuse_logprobs:
         return list(everything)  # the plain way: one pass over every response
     in_grad = lambda i: adv[i] != 0 or not cfg.trainer.sparse_update  # noqa: E731  (choice 1)
-    return [i for i in everything if (in_grad(i) and i not in first)
-            or (batch.policy_logp is None and not (in_grad(i) and i in first))]
+    sample = [] if batch.policy_logp is not None else entropy_sample([i for i in everything if not in_grad(i)],
+                                                                     cfg.logging.entropy_sample, world, key)
+    return sorted([i for i in everything if in_grad(i) and i not in first] + sample)
 
 
 def micro_batches(batch: Batch, ids: list[int], budget: int) -> list[list[int]]:
@@ -193,26 +197,6 @@ def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id:
             n = len(batch.response_ids[i])
             known[i] = (logp[row, :n].float().cpu(), entropy[row, :n].float().cpu())
     return known, len(passes) - len(micro)
-
-
-def logprob_sums(batch: Batch, adv: torch.Tensor, known: dict, from_sampler: bool) -> dict:
-    """This rank's sums for the metrics over every response token: entropy, entropy by advantage
-    sign, the covariance diagnostic, and |logp_trainer - logp_rollout| (the cheap alarm for stale
-    sampler weights). `known`: {response: (logp, entropy)} from the passes; `from_sampler`: use the
-    HF sampler's own values instead (choice 10)."""
-    n = len(batch.response_ids)
-    if from_sampler:
-        known = {i: (torch.tensor(batch.policy_logp[i]), torch.tensor(batch.policy_entropy[i])) for i in range(n)}
-    tok_logp = torch.cat([known[i][0] for i in range(n)]).float()  # (N,) over all response tokens
-    tok_entropy = torch.cat([known[i][1] for i in range(n)]).float()  # (N,)
-    tok_adv = torch.cat([adv[i].expand(len(known[i][0])) for i in range(n)])  # (N,)
-    sums = {"ent_sum": tok_entropy.sum().item(), "tokens": len(tok_logp),
-            "ent_by_sign": advantage.entropy_sums_by_sign(tok_entropy, tok_adv),
-            "cov": advantage.covariance_sums(tok_logp, tok_adv)}
-    if batch.rollout_logp is not None:
-        diff = (tok_logp - torch.tensor([x for lp in batch.rollout_logp for x in lp])).abs()  # (N,)
-        sums.update(gap_sum=diff.sum().item(), gap_max=diff.max().item())
-    return sums
 
 
 def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict, idx: list[int], pad_id: int) -> dict:
@@ -367,7 +351,8 @@ def main(argv=None) -> None:
 
         # 5. Old log-probs (and entropy for the metrics), only where no other pass provides them (choice 10).
         t0 = time.perf_counter()
-        todo = needs_old_pass(cfg, batch, adv, first=set(range(mini_share * G)))
+        todo = needs_old_pass(cfg, batch, adv, set(range(mini_share * G)), accelerator.num_processes,
+                              key=(trainer.seed, step, accelerator.process_index))
         known, fillers = old_logprobs(cfg, accelerator, model, batch, todo, pad_id)  # {response: (logp, entropy)}
         times["old_logp"] = time.perf_counter() - t0
 

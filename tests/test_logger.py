@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import advantage
-from logger import LOSS_METRICS, METRICS, documented, step_metrics
+from logger import LOSS_METRICS, METRICS, documented, entropy_sample, logprob_sums, step_metrics
 
 
 def rank_sums(seed: int, extra_loss_metric: bool = False) -> dict:
@@ -29,7 +29,7 @@ def rank_sums(seed: int, extra_loss_metric: bool = False) -> dict:
                  "timeouts": 0, "groups": 3, "kept": 2, "sizes": [6]},
         "reward": reward, "acc": acc, "adv": adv,
         "logp": {"ent_sum": entropy.sum().item(), "tokens": 24, "ent_by_sign": advantage.entropy_sums_by_sign(entropy, tok_adv),
-                 "cov": advantage.covariance_sums(tok_logp, tok_adv), "fillers": 0, "old_pass": 4},
+                 "cov": advantage.covariance_sums(tok_logp, tok_adv), "fillers": 0, "old_pass": 4, "covered": 24},
         "upd": [upd, dict(upd)],
         "times": {"rollout": 1.0, "reward": 0.1, "sync": 0.0, "old_logp": 0.2, "update": 0.5},
     }
@@ -61,3 +61,35 @@ def test_a_new_loss_metric_is_one_declaration(monkeypatch):
     monkeypatch.setitem(METRICS, "loss/entropy_bonus", "a fork's new term, per token")
     m = metrics([rank_sums(0, extra_loss_metric=True), rank_sums(1, extra_loss_metric=True)])
     assert m["loss/entropy_bonus"] == pytest.approx(4 * 3.0 / (4 * 6.0))
+
+
+def test_entropy_sample_takes_a_fraction_or_a_count_per_step():
+    ids = list(range(10, 50))
+    assert entropy_sample(ids, 1.0, 4, (1, 2, 0)) == ids  # all, in order
+    frac = entropy_sample(ids, 0.1, 4, (1, 2, 0))
+    assert len(frac) == 4 and set(frac) <= set(ids) and frac == sorted(frac)
+    assert entropy_sample(ids, 0.1, 4, (1, 2, 0)) == frac  # seeded by (seed, step, rank)
+    assert entropy_sample(ids, 0.1, 4, (1, 3, 0)) != frac
+    assert len(entropy_sample(ids, 12, 4, (1, 2, 0))) == 3  # a count per step, split over the ranks
+    assert len(entropy_sample(ids, 12, 1, (1, 2, 0))) == 12
+    assert entropy_sample(ids, 400, 2, (1, 2, 0)) == ids and entropy_sample([], 0.5, 1, (1, 2, 0)) == []
+
+
+def test_a_sample_of_zero_advantage_responses_stands_for_all_of_them():
+    """With every A = 0 response's forward, the sums are exact; with a sample of them, its tokens
+    count (A = 0 tokens) / (sampled) times: equal sums when the sample's mean is the population's."""
+    from types import SimpleNamespace
+
+    adv = torch.tensor([1.0, 0.0, 0.0, -2.0, 0.0, 0.0])
+    ent = {0: 0.5, 1: 1.0, 2: 3.0, 3: 0.25, 4: 1.0, 5: 3.0}  # zero-advantage entropies 1, 3, 1, 3: mean 2
+    known = {i: (torch.full((2,), -float(i)), torch.full((2,), ent[i])) for i in range(6)}
+    batch = SimpleNamespace(response_ids=[[7, 7]] * 6, rollout_logp=None)
+    full = logprob_sums(batch, adv, known, from_sampler=False)
+    assert full["covered"] == full["tokens"] == 12
+    assert full["ent_sum"] == pytest.approx(2 * (0.5 + 1 + 3 + 0.25 + 1 + 3))
+    sampled = logprob_sums(batch, adv, {i: known[i] for i in (0, 1, 2, 3)}, from_sampler=False)  # half the A = 0 ones
+    assert sampled["covered"] == 8 and sampled["tokens"] == 12
+    assert sampled["ent_sum"] == pytest.approx(full["ent_sum"])
+    assert sampled["ent_by_sign"][2].tolist() == pytest.approx([16.0, 8.0])  # A = 0 row: 4 sampled tokens weighted x2
+    m = metrics([rank_sums(0) | {"logp": {**sampled, "fillers": 0, "old_pass": 4}}])
+    assert m["policy/entropy_coverage"] == pytest.approx(8 / 12) and m["policy/entropy_zero"] == pytest.approx(2.0)

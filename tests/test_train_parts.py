@@ -82,6 +82,39 @@ def test_all_zero_advantages_still_make_zero_gradients(tiny_policy_dir, accelera
     assert all(p.grad is not None and torch.all(p.grad == 0) for p in model.parameters())
 
 
+def test_the_entropy_sample_is_respected_and_changes_no_gradient(tiny_policy_dir, accelerator, cfg):
+    """With vLLM (no sampler log-probs) the no-grad pass covers the later mini-batches' A != 0
+    responses, which the update needs, plus `logging.entropy_sample` of the A = 0 ones: a fraction
+    rounded up or a count; the update is the same whatever the sample."""
+    import math
+
+    from logger import logprob_sums
+
+    model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float64))
+    batch, adv = random_batch(P=4, G=4, zero_frac=0.6, seed=5)
+    assert batch.policy_logp is None  # as with vLLM
+    first, zero = set(range(8)), [i for i in range(16) if adv[i] == 0]
+    needed = [i for i in range(16) if adv[i] != 0 and i not in first]
+    assert needed and len(zero) >= 5
+    grads = {}
+    for sample, expected in ((1.0, len(zero)), (0.25, math.ceil(0.25 * len(zero))), (3, 3)):
+        cfg.logging.entropy_sample = sample
+        todo = train.needs_old_pass(cfg, batch, adv, first, world=1, key=(0, 1, 0))
+        sampled = [i for i in todo if i not in needed]
+        assert set(needed) <= set(todo) and all(adv[i] == 0 for i in sampled) and len(sampled) == expected
+        known, _ = train.old_logprobs(cfg, accelerator, model, batch, todo, pad_id=0)
+        model.zero_grad(set_to_none=True)
+        for idx in (list(range(8)), list(range(8, 16))):  # two mini-batches (no optimizer step between: sums)
+            train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), known, idx, pad_id=0)
+        grads[sample] = torch.cat([p.grad.flatten() for p in model.parameters()])
+        sums = logprob_sums(batch, adv, known, from_sampler=False)
+        covered = sum(len(batch.response_ids[i]) for i in range(16) if adv[i] != 0 or i in sampled)
+        assert sums["covered"] == covered and sums["tokens"] == pytest.approx(sum(map(len, batch.response_ids)))
+    cfg.logging.entropy_sample = 1.0
+    for sample in (0.25, 3):
+        assert ((grads[sample] - grads[1.0]).norm() / grads[1.0].norm()).item() < 1e-12
+
+
 def test_nonfinite_gradient_skips_the_step(tiny_policy_dir, accelerator, cfg):
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
