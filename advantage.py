@@ -211,9 +211,10 @@ def compute_advantages(
             the mask defines each response's baseline (module docstring, item 5).
         acc: (P, G) bool, the verifier's verdicts; needed by a mask (success/failure and p).
         baseline: a name in BASELINES; None = "quantile" when K is given, else "mean".
-        penalty: (P, G) the overlong penalty included in `rewards`, or None. Given, the baseline is
-            taken over the verdict scores `rewards - penalty` and the penalty stays in r
+        penalty: (P, G) the overlong penalty included in `rewards`, or None. Given, the baseline (of
+            any name) is taken over the verdict scores `rewards - penalty` and the penalty stays in r
             (`algorithm.quantile_of: verdict`, choice 8); None takes it over `rewards` (`shaped`).
+            Not with a mask, which takes its baselines from the class rewards.
 
     >>> r = torch.tensor([[1., -1., -1., -1.], [1., 1., 1., -1.]])
     >>> compute_advantages(r, K=0.4)  # hard prompt: success rewarded; easy: failure penalised
@@ -223,6 +224,29 @@ def compute_advantages(
     tensor([[ 2.0000, -2.0000, -2.0000, -2.0000],
             [ 0.0000,  0.0000,  0.0000, -2.0000]])
     """
+    baseline = check_arguments(rewards, K, quantile_rule, mask, acc, baseline, penalty)
+    reward = rewards.float()  # (P, G)
+    P, G = reward.shape
+    if G == 1:  # as verl: a lone response has baseline 0 and std 1
+        return reward.clone()  # (P, 1)
+
+    if mask is None:
+        verdict = reward if penalty is None else reward - penalty.to(reward)  # (P, G); the score the gate reads
+        b = BASELINES[baseline](verdict, K, quantile_rule)  # (P, 1)
+    else:  # paper section 5.3, Eqs. 7-8: POS-MASK / NEG-MASK
+        acc = acc.to(reward.device).bool()  # (P, G)
+        hard = hard_prompts(acc, K)[:, None]  # (P, 1)
+        b = masked_baseline(reward, acc, hard, mask_pos_on_easy=mask == "pos", mask_neg_on_hard=mask == "neg")  # (P, G)
+
+    adv = reward - b  # (P, G)
+    if norm_by_std:
+        adv = adv / (group_std(reward) + eps)  # (P, G); sigma about the mean, as the reference code
+    return adv
+
+
+def check_arguments(rewards, K, quantile_rule, mask, acc, baseline, penalty) -> str:
+    """compute_advantages' argument checks (config.validate makes the same for a run); returns the
+    baseline's name, None resolved."""
     if rewards.dim() != 2:
         raise ValueError(f"rewards must have shape (P, G), got {tuple(rewards.shape)}")
     if quantile_rule not in QUANTILE_RULES:
@@ -250,23 +274,10 @@ def compute_advantages(
                              f"baseline itself; pass baseline=None or 'quantile', got {baseline!r}")
     if penalty is not None and penalty.shape != rewards.shape:
         raise ValueError(f"penalty must have the shape of rewards {tuple(rewards.shape)}, got {tuple(penalty.shape)}")
-    reward = rewards.float()  # (P, G)
-    P, G = reward.shape
-    if G == 1:  # as verl: a lone response has baseline 0 and std 1
-        return reward.clone()  # (P, 1)
-
-    if mask is None:
-        verdict = reward if penalty is None else reward - penalty.to(reward)  # (P, G); the score the gate reads
-        b = BASELINES[baseline](verdict, K, quantile_rule)  # (P, 1)
-    else:  # paper section 5.3, Eqs. 7-8: POS-MASK / NEG-MASK
-        acc = acc.to(reward.device).bool()  # (P, G)
-        hard = hard_prompts(acc, K)[:, None]  # (P, 1)
-        b = masked_baseline(reward, acc, hard, mask_pos_on_easy=mask == "pos", mask_neg_on_hard=mask == "neg")  # (P, G)
-
-    adv = reward - b  # (P, G)
-    if norm_by_std:
-        adv = adv / (group_std(reward) + eps)  # (P, G); sigma about the mean, as the reference code
-    return adv
+    if penalty is not None and mask is not None:
+        raise ValueError(f"penalty (quantile over the verdicts) cannot go with mask={mask!r}, which takes its "
+                         "baselines from the class rewards")
+    return baseline
 
 
 # ----------------------------------------------------------------------------------------------
@@ -313,6 +324,7 @@ def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, 
         "hard_frac": hard.float().mean().item(),
         "easy_frac": (~hard).float().mean().item(),
         "zero_var_frac": (reward.amax(dim=1) == reward.amin(dim=1)).float().mean().item(),
+        "gate_violations": gate_violations(adv, acc),
         "mean": adv.mean().item(),
         "min": adv.min().item(),
         "max": adv.max().item(),

@@ -55,6 +55,7 @@ class Group:
     response_ids: list[list[int]]  # (G)
     reward: torch.Tensor  # (G,) shaped reward
     acc: torch.Tensor  # (G,) bool, the verifier's verdict
+    penalty: torch.Tensor  # (G,) the overlong penalty inside `reward`
     rollout_logp: list[list[float]] | None  # (G) the sampler's log-probs of the response tokens (vLLM)
     policy_logp: list[list[float]] | None  # (G) the policy's own log-probs from the sampling pass (HF)
     policy_entropy: list[list[float]] | None  # (G) and its entropy at each response token (HF)
@@ -70,6 +71,7 @@ class Batch:
     answers: list[str]  # (P*G) ground truth
     reward: torch.Tensor  # (P, G) shaped reward
     acc: torch.Tensor  # (P, G) bool, verifier's verdict
+    penalty: torch.Tensor  # (P, G) the overlong penalty inside `reward`
     rollout_logp: list[list[float]] | None = None  # (P*G) sampler's log-probs of the response tokens (vLLM)
     policy_logp: list[list[float]] | None = None  # (P*G) the policy's own log-probs from the sampling pass (HF)
     policy_entropy: list[list[float]] | None = None  # (P*G) its entropy at each response token (HF)
@@ -82,6 +84,7 @@ class Batch:
         return Batch([g.prompt_ids for g in groups for _ in range(G)], responses,
                      tokenizer.batch_decode(responses, skip_special_tokens=True), [g.answer for g in groups for _ in range(G)],
                      torch.stack([g.reward for g in groups]), torch.stack([g.acc for g in groups]),
+                     torch.stack([g.penalty for g in groups]),
                      flat("rollout_logp"), flat("policy_logp"), flat("policy_entropy"))
 
 
@@ -127,16 +130,18 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
         answers = [p.answer for p in group for _ in range(G)]
         results = reward.score_batch(texts, answers, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers,
                                      mode=cfg.reward.mode)
-        shaped = [r.score + overlong(len(ids), cfg) for r, ids in zip(results, out.response_ids)]
+        penalty = [overlong(len(ids), cfg) for ids in out.response_ids]
+        shaped = [r.score + p for r, p in zip(results, penalty)]
         times["rollout"] += t1 - t0
         times["reward"] += time.perf_counter() - t1
 
         reward_pg = torch.tensor(shaped, dtype=torch.float32).view(len(group), G)  # (P, G)
         acc_pg = torch.tensor([r.acc for r in results]).view(len(group), G)  # (P, G)
+        penalty_pg = torch.tensor(penalty, dtype=torch.float32).view(len(group), G)  # (P, G)
         keep = advantage.dynamic_sampling_keep(acc_pg) if cfg.algorithm.dynamic_sampling else torch.ones(len(group), dtype=torch.bool)
         rows = lambda i: slice(i * G, (i + 1) * G)  # noqa: E731  the responses of prompt i
         part = lambda values, i: values[rows(i)] if values is not None else None  # noqa: E731
-        kept.append([Group(group[i].prompt_ids, group[i].answer, out.response_ids[rows(i)], reward_pg[i], acc_pg[i],
+        kept.append([Group(group[i].prompt_ids, group[i].answer, out.response_ids[rows(i)], reward_pg[i], acc_pg[i], penalty_pg[i],
                            part(out.rollout_logp, i), part(out.policy_logp, i), part(out.policy_entropy, i))
                      for i in keep.nonzero().flatten().tolist()])
         seen["reward"] += shaped
@@ -190,7 +195,7 @@ PER_TOKEN = ("rollout_logp", "policy_logp", "policy_entropy")  # optional per-to
 def to_wire(group: Group) -> dict:
     """A group as a few tensors, which pickle compactly for the all-gather."""
     wire = {"prompt": torch.tensor(group.prompt_ids, dtype=torch.int32), "answer": group.answer,
-            "lens": torch.tensor([len(r) for r in group.response_ids]), "reward": group.reward, "acc": group.acc,
+            "lens": torch.tensor([len(r) for r in group.response_ids]), "reward": group.reward, "acc": group.acc, "penalty": group.penalty,
             "tokens": torch.tensor([t for r in group.response_ids for t in r], dtype=torch.int32)}
     for name in PER_TOKEN:
         if getattr(group, name) is not None:
@@ -200,7 +205,7 @@ def to_wire(group: Group) -> dict:
 
 def from_wire(wire: dict) -> Group:
     splits = lambda flat: [part.tolist() for part in flat.split(wire["lens"].tolist())]  # noqa: E731
-    return Group(wire["prompt"].tolist(), wire["answer"], splits(wire["tokens"]), wire["reward"], wire["acc"],
+    return Group(wire["prompt"].tolist(), wire["answer"], splits(wire["tokens"]), wire["reward"], wire["acc"], wire["penalty"],
                  *(splits(wire[name]) if name in wire else None for name in PER_TOKEN))
 
 

@@ -128,6 +128,9 @@ class AlgorithmConfig:
     """Quantile level of the quantile baseline (paper: 0.4); null with any other baseline."""
     quantile_rule: Literal["linear", "right_continuous"] = "linear"
     """torch.quantile interpolation (authors' code) or the paper's inf{x : F(x) >= K}."""
+    quantile_of: Literal["shaped", "verdict"] = "shaped"
+    """What the baseline is taken over: the shaped rewards (as verl; an overlong failure can lift plain
+    failures above the quantile) or the verifier's scores, the overlong penalty added after (exact gate)."""
     norm_adv_by_std: bool = True
     """Divide advantages by the group std (verl default); false = Dr. GRPO style."""
     adv_mask: Literal["none", "pos", "neg"] = "none"
@@ -297,6 +300,10 @@ def validate(cfg: Config) -> Config:
              f"with `algorithm.baseline: {algo.baseline}` set it to null")
         need(algo.adv_mask == "none", f"config key `algorithm.adv_mask` ({algo.adv_mask}) masks the quantile baseline's "
              "regimes (paper section 5.3); it needs `algorithm.baseline: quantile`")
+    need(algo.quantile_of == "shaped" or algo.adv_mask == "none",
+         f"config key `algorithm.quantile_of: verdict` takes the baseline over the verifier's scores, but "
+         f"`algorithm.adv_mask: {algo.adv_mask}` sets each response's baseline from the class rewards itself; "
+         "use one of the two")
     if algo.regime_K is None:  # resolved here, so the saved config says what was used
         algo.regime_K = algo.K if algo.K is not None else 0.4
     need(rollout.n >= 2, f"config key `rollout.n` must be >= 2 for a group baseline, got {rollout.n}")

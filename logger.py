@@ -55,6 +55,9 @@ METRICS = {
     "adv/hard_frac": "fraction of training prompts with success rate p <= 1 - regime_K (quantile baseline = low reward)",
     "adv/easy_frac": "fraction of training prompts with p > 1 - regime_K (quantile baseline = high reward)",
     "adv/zero_var_frac": "fraction of training groups whose rewards are all equal",
+    "adv/gate_violations": "fraction of training responses on the wrong side of QAE's gate: wrong with A > 0 or correct "
+                           "with A < 0 (0 under algorithm.quantile_of: verdict but for a correct answer's own overlong "
+                           "penalty)",
     "adv/mean": "mean advantage over training responses",
     "adv/min": "smallest advantage",
     "adv/max": "largest advantage",

@@ -346,7 +346,8 @@ def main(argv=None) -> None:
         algo = cfg.algorithm
         adv_pg = advantage.compute_advantages(batch.reward, K=algo.K, norm_by_std=algo.norm_adv_by_std,
                                               quantile_rule=algo.quantile_rule, baseline=algo.baseline,
-                                              mask=None if algo.adv_mask == "none" else algo.adv_mask, acc=batch.acc)  # (P, G)
+                                              mask=None if algo.adv_mask == "none" else algo.adv_mask, acc=batch.acc,
+                                              penalty=batch.penalty if algo.quantile_of == "verdict" else None)  # (P, G)
         adv = adv_pg.flatten()  # (P*G,)
 
         # 5. Old log-probs (and entropy for the metrics), only where no other pass provides them (choice 10).

@@ -50,7 +50,7 @@ trap 'kill "$sampler" 2>/dev/null || true' EXIT  # choice 4
 
 run_one() {  # $1 = mean or K, $2 = seed: train (unless done), then evaluate the final policy
   local name run ckpt
-  if [ "$1" = mean ]; then name="mean_seed$2"; set -- "$1" "$2" algorithm.baseline=mean algorithm.K=null
+  if [ "$1" = mean ]; then name="mean_seed$2"; set -- "$1" "$2" algorithm.baseline=mean algorithm.K=null algorithm.quantile_of=shaped
   else name="K$1_seed$2"; set -- "$1" "$2" algorithm.baseline=quantile "algorithm.K=$1"; fi
   run="$OUT/$name"
   ckpt="$run/checkpoints/step_$(printf %06d "$STEPS")"

@@ -260,6 +260,7 @@ def test_advantage_stats():
     assert s["zero_frac"] == pytest.approx(57 / 64)
     assert s["hard_frac"] == pytest.approx(0.5) and s["easy_frac"] == pytest.approx(0.5)
     assert s["zero_var_frac"] == pytest.approx(0.5)
+    assert s["gate_violations"] == 0.0  # binary rewards at G = 16, K = 0.4: the gate holds
     assert s["max"] == pytest.approx(2.4807, abs=1e-4)
     assert s["min"] == pytest.approx(-2.2361, abs=1e-4)
     assert s["mean"] == pytest.approx((3 * 2.48069 - 4 * 2.23607) / 64, abs=1e-4)

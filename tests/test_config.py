@@ -147,6 +147,7 @@ def test_tiny_dapo_differs_from_tiny_qae_only_in_the_baseline():
     assert qae.algorithm.K == 0.4 and dapo.algorithm.K is None and dapo.algorithm.baseline == "mean"
     dapo.algorithm.baseline, dapo.algorithm.K, dapo.trainer.output_dir = ("quantile", qae.algorithm.K,
                                                                           qae.trainer.output_dir)
+    dapo.algorithm.quantile_of = qae.algorithm.quantile_of  # the mean of the shaped rewards, as DAPO
     assert dapo == qae
 
 
@@ -184,6 +185,8 @@ def test_base_chain_merges_key_by_key_and_errors_name_the_file(tmp_path):
     (["algorithm.baseline=mean"], "`algorithm.K` (0.4) is only used by the quantile baseline"),
     (["algorithm.baseline=mean", "algorithm.K=null", "algorithm.adv_mask=pos"],
      "it needs `algorithm.baseline: quantile`"),
+    (["algorithm.adv_mask=neg", "algorithm.quantile_of=verdict"], "`algorithm.adv_mask: neg` sets each response's"),
+    (["algorithm.quantile_of=score"], "`algorithm.quantile_of` must be one of"),
 ])
 def test_baseline_choice_is_explicit(overrides, message):
     with pytest.raises(ConfigError) as e:
