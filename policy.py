@@ -217,7 +217,8 @@ def packed_sdpa_attention(module, query, key, value, attention_mask, cu_seq_lens
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.modeling_flash_attention_utils import _is_packed_sequence, prepare_fa_kwargs_from_position_ids
 
-    if cu_seq_lens_q is None and attention_mask is None and _is_packed_sequence(position_ids, query.shape[0]):
+    one_row = attention_mask is None and query.shape[0] == 1 and query.shape[2] > 1  # what can be packed
+    if cu_seq_lens_q is None and one_row and _is_packed_sequence(position_ids, 1):
         cu_seq_lens_q = prepare_fa_kwargs_from_position_ids(position_ids)[0][0]
     if cu_seq_lens_q is None or attention_mask is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
