@@ -61,8 +61,8 @@ Departures and choices, numbered:
    baseline is -1.5 and the plain failures get +0.42, a positive advantage for a wrong answer.
    `verdict` takes it over the verifier's score alone (the penalty subtracted) and keeps the penalty
    in r, so the gate is exact: a wrong response never gets A > 0, and only a correct response's own
-   overlong penalty can make its A < 0. The std is the shaped rewards' in both. `gate_violations`
-   counts the responses on the wrong side of the gate.
+   overlong penalty can make its A < 0. The std is the shaped rewards' in both. The logged
+   `adv/gate_violations` (infra/diagnostics.py) counts the responses on the wrong side of the gate.
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def check_arguments(rewards, K, quantile_rule, mask, acc, baseline, penalty) -> 
 
 
 # ----------------------------------------------------------------------------------------------
-# DAPO dynamic sampling and per-step statistics.
+# DAPO dynamic sampling (the per-step statistics are infra/diagnostics.py's).
 # ----------------------------------------------------------------------------------------------
 
 
@@ -294,116 +294,3 @@ def dynamic_sampling_keep(acc: torch.Tensor) -> torch.Tensor:
     """
     acc = acc.bool()  # (P, G)
     return acc.any(dim=1) & ~acc.all(dim=1)  # (P,)
-
-
-def gate_violations(adv: torch.Tensor, acc: torch.Tensor) -> float:
-    """Fraction of responses on the wrong side of QAE's gate: wrong ones with A > 0 plus correct
-    ones with A < 0 (choice 8). (P, G) each -> float.
-
-    >>> gate_violations(torch.tensor([[0.42, 0.], [2., -1.]]), torch.tensor([[0, 0], [1, 0]]))  # a wrong +0.42
-    0.25
-    """
-    acc = acc.bool()  # (P, G)
-    wrong_side = (~acc & (adv > 0)) | (acc & (adv < 0))  # (P, G)
-    return wrong_side.float().mean().item()
-
-
-def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, regime_K: float) -> dict[str, float]:
-    """What the advantage did this step, all over the (P, G) batch:
-
-    - zero_frac:       fraction of responses with advantage exactly 0 (paper, abstract: ~80% at
-                       a tuned K)
-    - hard_frac:       fraction of prompts with success rate p <= 1 - regime_K
-    - easy_frac:       fraction of prompts with p > 1 - regime_K
-    - zero_var_frac:   fraction of groups whose rewards are all equal (no signal under any baseline)
-    - mean/min/max of the advantage over responses
-    """
-    hard = hard_prompts(acc, regime_K)  # (P,)
-    return {
-        "zero_frac": (adv == 0).float().mean().item(),
-        "hard_frac": hard.float().mean().item(),
-        "easy_frac": (~hard).float().mean().item(),
-        "zero_var_frac": (reward.amax(dim=1) == reward.amin(dim=1)).float().mean().item(),
-        "gate_violations": gate_violations(adv, acc),
-        "mean": adv.mean().item(),
-        "min": adv.min().item(),
-        "max": adv.max().item(),
-    }
-
-
-# ----------------------------------------------------------------------------------------------
-# Entropy diagnostics over response tokens, as sums that add up across ranks.
-# ----------------------------------------------------------------------------------------------
-
-SIGNS = ("pos", "neg", "zero")
-
-
-def entropy_sums_by_sign(entropy: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
-    """Policy entropy split by the sign of the token's advantage (paper Figs. 4a and 5b), as sums.
-
-    entropy, adv: (N,) over response tokens (adv repeated per token of its response) -> (3, 2):
-    rows A > 0 / A < 0 / A = 0 (SIGNS), columns sum of entropy, token count. Sum the result over
-    ranks, then `entropy_by_sign`.
-
-    >>> entropy_sums_by_sign(torch.tensor([1., 3., 2., 4.]), torch.tensor([2., 2., -1., 0.]))
-    tensor([[4., 2.],
-            [2., 1.],
-            [4., 1.]], dtype=torch.float64)
-    """
-    h = entropy.double()  # (N,)
-    rows = [adv > 0, adv < 0, adv == 0]  # (N,) bool each
-    return torch.stack([torch.stack([h[m].sum(), m.sum().double()]) for m in rows])  # (3, 2)
-
-
-def entropy_by_sign(sums: torch.Tensor) -> dict[str, float]:
-    """Mean entropy of positive-, negative- and zero-advantage tokens from `entropy_sums_by_sign`
-    (summed over ranks); nan for a sign with no tokens.
-
-    >>> entropy_by_sign(torch.tensor([[4., 2.], [2., 1.], [0., 0.]], dtype=torch.float64))
-    {'pos': 2.0, 'neg': 2.0, 'zero': nan}
-    """
-    means = sums[:, 0] / sums[:, 1]  # (3,); 0/0 = nan for an empty sign
-    return {sign: means[i].item() for i, sign in enumerate(SIGNS)}
-
-
-def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float]:
-    """The covariance form of the entropy dynamics of Cui et al. 2025 (arXiv 2505.22617), which
-    the paper's section 4 builds on (it is not one of the paper's plotted metrics): to first
-    order a policy-gradient step changes entropy by -lr * Cov(logp, A), the covariance over
-    sampled tokens of their log-probability and advantage. Split into the parts contributed by
-    positive- and negative-advantage tokens (zero-advantage tokens add
-    (logp - mean) * (0 - mean A) / N).
-
-    logp, adv: (N,) over response tokens (adv repeated per token of its response).
-
-    >>> d = entropy_covariance(torch.tensor([-1., -3., -2., -2.]), torch.tensor([1., -1., 0., 0.]))
-    >>> d["total"], d["pos"], d["neg"]
-    (0.5, 0.25, 0.25)
-    """
-    dl, da = logp - logp.mean(), adv - adv.mean()  # (N,), (N,)
-    prod = dl * da / logp.numel()  # (N,)
-    return {"total": prod.sum().item(), "pos": prod[adv > 0].sum().item(), "neg": prod[adv < 0].sum().item()}
-
-
-def covariance_sums(logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
-    """Sufficient statistics of `entropy_covariance` that add up across ranks.
-
-    logp, adv: (N,) -> (3, 4): rows all / positive-A / negative-A tokens, columns
-    sum(logp * A), sum(logp), sum(A), count. `entropy_covariance_from_sums` of the sum over ranks
-    equals `entropy_covariance` of the concatenated tokens.
-    """
-    rows = [torch.ones_like(adv, dtype=torch.bool), adv > 0, adv < 0]
-    lp, a = logp.double(), adv.double()
-    return torch.stack([torch.stack([(lp * a)[m].sum(), lp[m].sum(), a[m].sum(), m.sum().double()]) for m in rows])
-
-
-def entropy_covariance_from_sums(sums: torch.Tensor) -> dict[str, float]:
-    """`entropy_covariance` from `covariance_sums` (summed over ranks).
-
-    Over a token subset S, sum_S (l - mean l)(a - mean a) / N
-    = (sum_S l*a - mean_a * sum_S l - mean_l * sum_S a + |S| * mean_l * mean_a) / N.
-    """
-    n = sums[0, 3].clamp(min=1)
-    mean_l, mean_a = sums[0, 1] / n, sums[0, 2] / n
-    part = (sums[:, 0] - mean_a * sums[:, 1] - mean_l * sums[:, 2] + sums[:, 3] * mean_l * mean_a) / n  # (3,)
-    return {"total": part[0].item(), "pos": part[1].item(), "neg": part[2].item()}

@@ -5,7 +5,7 @@ overridden from the command line, checked and resolved before anything expensive
     python config.py --config tiny_dapo.yaml         # print the fully resolved config
 
 - `--config NAME` is a path, or a bare file name looked up in `configs/` (".yaml" optional). A
-  file may name a `base:` config and override a few keys (config_loader.py).
+  file may name a `base:` config and override a few keys (infra/config_loader.py).
 - Each `section.key=value` override is read as YAML (`null`, `true`, `1e-6`, `[0.9, 0.999]`),
   or as plain text for a text field, and type-checked against the field it sets.
 - Unknown keys and wrong types are rejected, naming the key, the file that set it and the
@@ -31,7 +31,7 @@ from typing import Literal
 
 import yaml
 
-from config_loader import ConfigError, all_keys, build, read_chain, resolve_path, set_override
+from infra.config_loader import ConfigError, all_keys, build, read_chain, resolve_path, set_override
 
 DAPO_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of the form "
@@ -91,7 +91,7 @@ class RolloutConfig:
     """Maximum new tokens per response; longer ones are truncated and flagged."""
     gpu_memory_utilization: float | Literal["auto"] = 0.70
     """vLLM: fraction of accelerator memory its engine may hold (weights + KV cache) while the training
-    state stays resident; auto = computed from the card's memory and the training state (gpu_memory.py,
+    state stays resident; auto = computed from the card's memory and the training state (infra/gpu_memory.py,
     docs/gpu.md's rule: 0.70 for Qwen3-8B on 8 x 80 GiB, 0.83 on 8 x 141 GiB)."""
     max_num_batched_tokens: int = 16384
     """vLLM: tokens per engine step (the chunked-prefill budget)."""
@@ -208,7 +208,7 @@ class TrainerConfig:
     """Stop at once on a machine without CUDA GPUs (the paper-scale configs set it)."""
     collective_timeout_min: float = 10.0
     """Minutes a collective may wait for the slowest rank before NCCL's watchdog (gloo on a CPU) ends the
-    run; set on every process group the run creates (launch.py). 10 = NCCL's and DeepSpeed's default."""
+    run; set on every process group the run creates (infra/launch.py). 10 = NCCL's and DeepSpeed's default."""
 
 
 @dataclass

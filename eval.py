@@ -11,7 +11,7 @@ samplers and verifier.
     python eval.py --rescore runs/qae/eval/step_000300/generations.jsonl                  # score again, no sampling
 
 For each problem of a benchmark, n responses are sampled and verified (reward.score_batch).
-benchmarks.py reads the benchmarks, turns the verdicts into pass@1 and unbiased pass@k (its
+infra/evalsets.py reads the benchmarks, turns the verdicts into pass@1 and unbiased pass@k (its
 docstring gives the estimator) and writes `--out`: results.json (every number next to the
 sampling settings it was measured under), results.md and generations.jsonl (every response with
 its extracted answer and verdict, which `--rescore` reads back).
@@ -61,12 +61,12 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-import checkpoint
+from infra import checkpoint
 import config
-import gpu_memory
+from infra import gpu_memory
 import reward
 import rollout
-from benchmarks import (  # noqa: F401 - EvalError, Problem, load_benchmark, pass_at_k: re-exported for train.py and forks
+from infra.evalsets import (  # noqa: F401 - EvalError, Problem, load_benchmark, pass_at_k: re-exported for train.py and forks
     BENCHMARKS,
     EvalError,
     Problem,
@@ -83,8 +83,8 @@ from benchmarks import (  # noqa: F401 - EvalError, Problem, load_benchmark, pas
     write_outputs,
 )
 from config import ConfigError
-from data import DataError
-from policy import ModelError, check_model, load_policy, load_tokenizer
+from infra.data import DataError
+from infra.policy import ModelError, check_model, load_policy, load_tokenizer
 
 SAMPLING = {  # choice 1: (temperature, top_p)
     "paper": (0.7, 1.0),  # the paper's evaluation temperature (arXiv 2509.22611, section 5); top_p unstated
@@ -138,7 +138,7 @@ def sample_shard(engine, tokenizer, problems: list[Problem], indices: list[int],
     bar = tqdm(total=real, desc=desc, disable=not progress, dynamic_ncols=True)
     for b0 in range(0, len(indices), batch_size):
         batch = indices[b0 : b0 + batch_size]
-        out = engine.generate([problems[i].prompt_ids for i in batch], n=n, seed=seed + batch[0] * n)  # choice 2
+        out = rollout.generate(engine, [problems[i].prompt_ids for i in batch], n=n, seed=seed + batch[0] * n)  # choice 2
         texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)  # (len(batch) * n), prompt-major
         for k, (ids, text) in enumerate(zip(out.response_ids, texts)):
             pos = b0 + k // n
@@ -363,7 +363,7 @@ def main(argv=None) -> None:
         model.to(accelerator.device)
     longest_prompt = max(len(p.prompt_ids) for probs in problems.values() for p in probs)
     engine = rollout.make_rollout(cfg.rollout, model, tokenizer, longest_prompt + settings["max_tokens"])
-    engine.sync_weights(model)  # vLLM frees its weights until the first sync (rollout_vllm.py choice 2)
+    engine.sync_weights(model)  # vLLM frees its weights until the first sync (infra/vllm_sampler.py choice 2)
 
     records, benchmarks = {}, {}
     for name, probs in problems.items():

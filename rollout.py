@@ -1,233 +1,85 @@
-"""Group sampling: G responses for each prompt, from the current policy.
-
-Every backend has the same shape; train.py drives it once per training step:
+"""Group sampling: G responses per prompt from the current policy, scored, filtered by DAPO's
+dynamic sampling, pooled over ranks and dealt as this rank's share of the training batch.
 
     engine = make_rollout(cfg.rollout, model, tokenizer, max_model_len)  # model: the HF model
-    engine.sync_weights(model)                      # once per step: the policy's current weights
-    out = engine.generate(prompt_ids, n=G, seed=s)  # -> Rollout, prompt-major; any number of calls
-    engine.sleep()                                  # once per step, before the update
-    engine.weight_syncs                             # weight copies so far (logged per step)
+    engine.sync_weights(model)                       # once per step: the policy's current weights
+    out = generate(engine, prompt_ids, n=G, seed=s)  # -> Rollout, prompt-major; any number of calls
+    engine.sleep()                                   # once per step, before the update
+    batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate)
 
-`Rollout` holds, for each of the P*G responses (response j of prompt i at index i*G + j), the
-response token ids (ending in EOS unless cut at max_response_len), whether it was truncated,
-and, where the sampler reports them, its log-probabilities of the sampled tokens. The HF backend
-also reports the policy's own log-probs and entropies of the response (choice 4).
-
-Backends:
-- "hf" (here): a sampling loop over the training model itself (CPU runs, tests, the demo; choice
-  5). No weight copy exists, so `sync_weights` and `sleep` have nothing to do.
-- "vllm" (`rollout_vllm.py`): a colocated vLLM engine, one per rank, holding its own copy of
-  the weights, which `sync_weights` overwrites with the policy's; it reports `rollout_logp`.
+The samplers live in infra/: "hf" (infra/hf_sampler.py) draws from the training model itself; "vllm"
+(infra/vllm_sampler.py) is a colocated engine with its own copy of the weights, which
+`sync_weights` overwrites. Both return raw token rows; `generate` cuts them at EOS into a `Rollout`.
 
 Choices, numbered:
-1. Token ids at or above len(tokenizer) are never sampled: Qwen pads its embedding past the
-   tokenizer, and those rows are untrained (HF: `SuppressTokensLogitsProcessor`; vLLM:
-   rollout_vllm.py choice 1).
-2. Sampling is seeded per call from (trainer seed, step, global call index, generation batch),
-   so a run is reproducible and a resumed run samples exactly what the uninterrupted one did.
-3. HF: one prefill per prompt, not G. `shared_prefill` encodes the P left-padded prompts, all but
-   their last column, once, and repeats that KV cache G times along the batch; the sampling
-   loop continues from it with each prompt's last token, so its first forward is one token per
-   row. Every row sees the logits it would have seen with `num_return_sequences=G` (to float
-   rounding), so the sampling distribution is unchanged; only the prompt's compute is shared.
-4. HF: `policy_logp` and `policy_entropy`, one value per response token (EOS included, nothing
-   after it), are the trainer's definitions (loss.token_logprobs): log softmax(z)[token] and
-   lse(z) - sum softmax(z) z, with z = raw logits / T over the WHOLE vocabulary, in fp32. They
-   are not the log-probs of the distribution actually sampled (after choice 1 and top-k/top-p).
-   They equal a separate forward of the policy on prompt + response to the rounding of the
-   model's dtype (fp32: ~1e-5; bf16 decode and full-sequence kernels differ more), so the
-   trainer can reuse them instead of its own no-grad pass. They come from each decoding step's
-   raw logits, which are dropped once read: no (T, B, V) tensor is ever kept. Set
-   `report_policy_logp = False` on the engine where nothing reads them (evaluation): both fields
-   then stay None. vLLM leaves them None.
-5. HF: our own decoding loop (`sample`), not transformers' `generate`, which spent about a fifth
-   of a call on per-step bookkeeping at this model size and kept computing rows that had ended.
-   A row leaves the batch (and its KV cache) at its EOS, so later steps cost only the rows still
-   going. It draws exactly what `generate` with `do_sample=True` draws for the same seed and
-   settings: one `torch.multinomial` over all P*G rows per step, an ended row drawing its pad
-   id, so the random stream is consumed as there (tests/test_rollout_hf.py checks it token for
-   token). It reads only `rollout.temperature`, `top_k` and `top_p`: the model's own generation
-   config (a repetition penalty, say) never changes what the policy samples. Under ZeRO-3 with
-   several processes every forward is a collective, so each rank steps, keeping at least one
-   row, until the rows of every rank have ended, as `generate` does with `synced_gpus`.
+1. Data parallel: each rank samples its share of every generation batch; the kept groups are
+   pooled over ranks in generation order and the first `train_batch_size` form the batch, as
+   DAPO does. They are dealt mini-batch by mini-batch (`deal_groups`), so each optimizer step
+   sees the same groups whatever the number of processes; a group crosses ranks at most once
+   per step (an all-gather of its token ids).
+2. Generation calls are seeded by their global index (`generate_share`), not by rank, so with
+   `rollout.prompts_per_call` = share / W one process samples what W processes do.
+3. `trainer.adaptive_gen_batch` (off in the paper configs, which keep verl's fixed
+   `gen_batch_size`): each generation batch asks for the groups still needed divided by the
+   running keep rate of dynamic sampling, plus 25%, between the groups needed and
+   gen_batch_size, so one generation call usually fills the batch (`KeepRate`). The keep rate is
+   an exponentially weighted count over generation batches, saved in checkpoints. The sizes are
+   multiples of the number of processes, so with it on the samples depend on that number.
+4. Dynamic sampling filters on the verifier's verdicts (`acc`), not on the shaped reward, as
+   DAPO's `metric: acc`; it gives up with a clear error after `algorithm.max_num_gen_batches`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+import hashlib
+import math
+import time
+from dataclasses import dataclass, fields
 
 import torch
-from transformers import (
-    LogitsProcessorList,
-    SuppressTokensLogitsProcessor,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
-from transformers.integrations import is_deepspeed_zero3_enabled
 
-import loss
+import advantage
+import reward
+
+# ----------------------------------------------------------------------------------------------
+# The records: a call's responses, one prompt's group, this rank's batch
+# ----------------------------------------------------------------------------------------------
+
+PER_TOKEN_FIELDS = ("rollout_logp", "policy_logp", "policy_entropy")
+
+
+@dataclass(kw_only=True)
+class PerToken:
+    """Values per response token, where a sampler reports them: one list per response, one value per
+    token (EOS included), else None."""
+
+    rollout_logp: list[list[float]] | None = None  # the sampler's log-probs of the sampled tokens (vLLM)
+    policy_logp: list[list[float]] | None = None  # the policy's own log softmax(z / T)[token] (HF)
+    policy_entropy: list[list[float]] | None = None  # and its entropy at each token (HF)
+
+    def per_token(self, rows: slice) -> dict:
+        """The per-token fields of responses `rows`, for a record holding a part of these."""
+        return {name: getattr(self, name)[rows] for name in PER_TOKEN_FIELDS if getattr(self, name) is not None}
+
+    @staticmethod
+    def joined(parts: list[PerToken]) -> dict:
+        """The per-token fields of several records, in order; a field is kept only if every part has it."""
+        values = {name: [getattr(p, name) for p in parts] for name in PER_TOKEN_FIELDS}
+        return {name: [x for v in vs for x in v] for name, vs in values.items() if all(v is not None for v in vs)}
 
 
 @dataclass
-class Rollout:
+class Rollout(PerToken):
     """P*G sampled responses, prompt-major: response k belongs to prompt k // G."""
 
     response_ids: list[list[int]]  # (P*G) token lists, EOS included when generated
     truncated: list[bool]  # (P*G) hit max_response_len before EOS
-    # (P*G) sampler's log-prob of each response token (EOS too), if reported
-    rollout_logp: list[list[float]] | None = None
-    policy_logp: list[list[float]] | None = None  # (P*G) HF only: log softmax(logits / T)[token] (choice 4)
-    policy_entropy: list[list[float]] | None = None  # (P*G) HF only: entropy of softmax(logits / T) (choice 4)
 
 
 def concat(parts: list[Rollout]) -> Rollout:
-    """Several calls' rollouts as one, in order; an optional field is kept only if every part has it."""
-    joined = {}
-    for field in dataclasses.fields(Rollout):
-        values = [getattr(p, field.name) for p in parts]
-        joined[field.name] = None if any(v is None for v in values) else [x for v in values for x in v]
-    return Rollout(**joined)
-
-
-class HFRollout:
-    """Sampling from the training model itself, left-padded prompts (choices 3-5)."""
-
-    def __init__(self, model, tokenizer, rollout_cfg):
-        self.model, self.tokenizer, self.cfg = model, tokenizer, rollout_cfg
-        self.eos_ids = eos_token_ids(tokenizer, model)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
-        vocab = model.config.vocab_size  # not the weight's shape: a ZeRO-3 shard is empty
-        self.suppress = list(range(len(tokenizer), vocab)) or None  # choice 1
-
-    weight_syncs = 0  # `generate` runs on the training model itself: nothing is ever copied
-    report_policy_logp = True  # fill policy_logp / policy_entropy (choice 4); False keeps no logits
-
-    def sync_weights(self, model) -> None:
-        """Nothing to copy: `generate` runs on the training model (the HF model) itself."""
-        self.model = model
-
-    def sleep(self) -> None:
-        """Nothing to free: there is no second copy of the weights."""
-
-    @torch.no_grad()
-    def generate(self, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:
-        torch.manual_seed(seed)  # choice 2
-        device = next(self.model.parameters()).device
-        input_ids, attention_mask = left_pad(prompt_ids, self.pad_id)  # (P, L) each
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            tokens, logp, entropy = sample(self.model, input_ids.to(device), attention_mask.to(device), n, self.cfg,
-                                           self.eos_ids, self.pad_id, self.suppress, self.report_policy_logp)
-        finally:
-            self.model.train(was_training)
-        result = split_responses(tokens.tolist(), self.eos_ids)
-        if logp is None:
-            return result
-        lengths = [len(r) for r in result.response_ids]
-        result.policy_logp = [row[:k] for row, k in zip(logp.tolist(), lengths)]  # choice 4
-        result.policy_entropy = [row[:k] for row, k in zip(entropy.tolist(), lengths)]
-        return result
-
-
-def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int, cfg, eos_ids: list[int], pad_id: int,
-           suppress: list[int] | None, report_logp: bool):
-    """n responses per prompt, one token per step for each row still going (choice 5).
-
-    input_ids, attention_mask (P, L) left-padded -> tokens (P*n, T) prompt-major; with
-    report_logp, logp and entropy (P*n, T) fp32 from the raw logits (choice 4), else None and
-    None. What follows a row's EOS means nothing (split_responses cuts it). T <=
-    cfg.max_response_len: the loop stops once every row has ended.
-    """
-    rows, T, device = input_ids.shape[0] * n, cfg.max_response_len, input_ids.device
-    cache = shared_prefill(model, input_ids, attention_mask, n)  # choice 3: all but the last column
-    mask = attention_mask.repeat_interleave(n, dim=0)  # (A, L) of the A rows still going, one column more per step
-    position = mask.sum(-1, keepdim=True) - 1  # (A, 1) of the last prompt token
-    step_ids = input_ids[:, -1:].repeat_interleave(n, dim=0)  # (A, 1) the column the cache lacks
-    warp = LogitsProcessorList([SuppressTokensLogitsProcessor(suppress, device=device)] if suppress else [])
-    warp += [TemperatureLogitsWarper(cfg.temperature)] if cfg.temperature != 1.0 else []
-    warp += [TopKLogitsWarper(cfg.top_k)] if cfg.top_k > 0 else []
-    warp += [TopPLogitsWarper(cfg.top_p)] if cfg.top_p < 1.0 else []
-    eos = torch.tensor(eos_ids, device=device)
-    going = torch.arange(rows, device=device)  # (A,) the rows still going, indices into the P*n
-    done = torch.zeros(rows, dtype=torch.bool, device=device)  # (P*n,)
-    synced = (is_deepspeed_zero3_enabled() and torch.distributed.is_initialized()
-              and torch.distributed.get_world_size() > 1)
-    tokens = torch.full((rows, T), pad_id, dtype=torch.long, device=device)  # (P*n, T)
-    logp, entropy = (torch.zeros(rows, T, device=device) for _ in range(2)) if report_logp else (None, None)
-    steps = 0
-    for t in range(T):
-        logits = model(input_ids=step_ids, attention_mask=mask, position_ids=position, past_key_values=cache,
-                       use_cache=True).logits[:, -1].float()  # (A, V)
-        # Every row draws, an ended one its pad id, as in `generate`: the random stream is consumed alike.
-        probs = torch.zeros(rows, logits.shape[1], device=device)  # (P*n, V)
-        probs[:, pad_id] = 1.0
-        probs[going] = warp(None, logits.clone()).softmax(dim=-1)
-        token = torch.multinomial(probs, num_samples=1).squeeze(1)[going]  # (A,)
-        tokens[going, t] = token
-        if report_logp:
-            logp[going, t : t + 1], entropy[going, t : t + 1] = loss.token_logprobs(logits[:, None], token[:, None],
-                                                                                    cfg.temperature)  # (A, 1) each
-        done[going] |= torch.isin(token, eos)
-        steps = t + 1
-        if everyone_finished(done, synced):
-            break
-        keep = ~done[going]  # (A,) the rows that go on
-        keep[0] |= synced and not keep.any()  # a rank with nothing left keeps one row for ZeRO-3's collectives
-        if not keep.all():
-            going, keep = going[keep], keep.nonzero().squeeze(1)
-            cache.batch_select_indices(keep)
-            mask, position, token = mask[keep], position[keep], token[keep]
-        step_ids, position = token[:, None], position + 1
-        mask = torch.cat([mask, mask.new_ones(len(going), 1)], dim=1)
-    if not report_logp:
-        return tokens[:, :steps], None, None
-    return tokens[:, :steps], logp[:, :steps], entropy[:, :steps]
-
-
-def everyone_finished(done: torch.Tensor, synced: bool) -> bool:
-    """Every row has ended: on this process, or, when synced (ZeRO-3, where each forward is a
-    collective), on every process (choice 5)."""
-    if not synced:
-        return bool(done.all())
-    left = (~done).sum().to(torch.float32).reshape(1)  # rows still going on this rank
-    torch.distributed.all_reduce(left)
-    return left.item() == 0
-
-
-def left_pad(prompt_ids: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prompts left-padded to one length, at least 2 so every row has a column to prefill.
-
-    >>> left_pad([[5, 6, 7], [8]], pad_id=0)
-    (tensor([[5, 6, 7],
-            [0, 0, 8]]), tensor([[1, 1, 1],
-            [0, 0, 1]]))
-    """
-    L = max(2, *(len(p) for p in prompt_ids))
-    input_ids = torch.full((len(prompt_ids), L), pad_id, dtype=torch.long)  # (P, L)
-    attention_mask = torch.zeros_like(input_ids)  # (P, L)
-    for i, p in enumerate(prompt_ids):
-        input_ids[i, L - len(p) :] = torch.tensor(p, dtype=torch.long)
-        attention_mask[i, L - len(p) :] = 1
-    return input_ids, attention_mask
-
-
-def shared_prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int):
-    """KV cache of each prompt without its last column, computed once and repeated n times along
-    the batch (row i*n + j holds prompt i), for `sample` to continue from (choice 3).
-
-    input_ids, attention_mask (P, L) left-padded -> a transformers Cache of P*n rows, L - 1 columns.
-    Positions are numbered as transformers numbers them: cumsum of the mask - 1, 0 on padding.
-    Always one forward, even for one-token prompts (left_pad), so ZeRO-3 ranks stay in step.
-    """
-    position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)  # (P, L)
-    out = model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1],
-                position_ids=position_ids[:, :-1], use_cache=True, logits_to_keep=1)  # prompt logits unused
-    cache = out.past_key_values
-    cache.batch_repeat_interleave(n)  # (P, L-1) -> (P*n, L-1) keys and values per layer
-    return cache
+    """Several calls' rollouts as one, in order."""
+    return Rollout([r for p in parts for r in p.response_ids], [t for p in parts for t in p.truncated],
+                   **PerToken.joined(parts))
 
 
 def split_responses(new_tokens: list[list[int]], eos_ids: list[int]) -> Rollout:
@@ -245,22 +97,210 @@ def split_responses(new_tokens: list[list[int]], eos_ids: list[int]) -> Rollout:
     return Rollout(response_ids=responses, truncated=truncated)
 
 
-def eos_token_ids(tokenizer, model) -> list[int]:
-    """Every id that ends a response: the generation config's EOS ids and the tokenizer's."""
-    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids = [ids] if isinstance(ids, int) else list(ids or [])
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids.append(tokenizer.eos_token_id)
-    if not ids:
-        raise ValueError("the tokenizer and the model's generation config name no EOS token")
-    return ids
+def generate(engine, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:
+    """n responses per prompt from either sampler, cut at EOS, per-token values cut alike."""
+    rows, per_token = engine.sample(prompt_ids, n=n, seed=seed)  # (P*n) raw rows, prompt-major
+    out = split_responses(rows, engine.eos_ids)
+    for name, values in per_token.items():
+        setattr(out, name, [v[: len(r)] for v, r in zip(values, out.response_ids)])
+    return out
 
 
 def make_rollout(rollout_cfg, model, tokenizer, max_model_len: int):
     """The sampler named by `rollout.backend`; `model` is the HF model, `max_model_len` the longest
     prompt plus response it must hold (vLLM sizes its KV cache by it)."""
     if rollout_cfg.backend == "hf":
-        return HFRollout(model, tokenizer, rollout_cfg)
-    from rollout_vllm import VLLMRollout  # vLLM is imported only where its engine is built
+        from infra.hf_sampler import HFSampler
 
-    return VLLMRollout(model, tokenizer, rollout_cfg, max_model_len)
+        return HFSampler(model, tokenizer, rollout_cfg)
+    from infra.vllm_sampler import VLLMSampler  # vLLM is imported only where its engine is built
+
+    return VLLMSampler(model, tokenizer, rollout_cfg, max_model_len)
+
+
+# ----------------------------------------------------------------------------------------------
+# One step's batch: generate, score, dynamic sampling, pooled over ranks
+# ----------------------------------------------------------------------------------------------
+
+
+def sampling_seed(seed: int, step: int, call: int, gen_batch: int) -> int:
+    """Seed of one generation call: a function of where it is in the run, not of history."""
+    key = hashlib.blake2b(f"{seed}/{step}/{call}/{gen_batch}".encode(), digest_size=8).digest()
+    return int.from_bytes(key, "little") >> 1  # < 2**63
+
+
+class DynamicSamplingError(RuntimeError):
+    """Too few prompt groups with mixed correctness after algorithm.max_num_gen_batches batches."""
+
+
+@dataclass
+class Group(PerToken):
+    """One prompt's G scored responses (the per-token fields: one list per response)."""
+
+    prompt_ids: list[int]
+    answer: str
+    response_ids: list[list[int]]  # (G)
+    reward: torch.Tensor  # (G,) shaped reward
+    acc: torch.Tensor  # (G,) bool, the verifier's verdict
+    penalty: torch.Tensor  # (G,) the overlong penalty inside `reward`
+
+
+@dataclass
+class Batch(PerToken):
+    """This rank's training batch: P prompts x G responses, prompt-major (response k of prompt k // G)."""
+
+    prompt_ids: list[list[int]]  # (P*G) prompt of each response
+    response_ids: list[list[int]]  # (P*G)
+    texts: list[str]  # (P*G) decoded responses
+    answers: list[str]  # (P*G) ground truth
+    reward: torch.Tensor  # (P, G) shaped reward
+    acc: torch.Tensor  # (P, G) bool, verifier's verdict
+    penalty: torch.Tensor  # (P, G) the overlong penalty inside `reward`
+
+    @staticmethod
+    def of(groups: list[Group], tokenizer) -> Batch:
+        G = len(groups[0].response_ids)
+        responses = [r for g in groups for r in g.response_ids]
+        return Batch([g.prompt_ids for g in groups for _ in range(G)], responses,
+                     tokenizer.batch_decode(responses, skip_special_tokens=True), [g.answer for g in groups for _ in range(G)],
+                     torch.stack([g.reward for g in groups]), torch.stack([g.acc for g in groups]),
+                     torch.stack([g.penalty for g in groups]), **PerToken.joined(groups))
+
+
+@dataclass
+class KeepRate:
+    """The running fraction of generated groups that dynamic sampling keeps, and the generation
+    batch it suggests (choice 3). Counts decay by 0.9 per generation batch."""
+
+    kept: float = 0.0
+    generated: float = 0.0
+
+    def update(self, kept: int, generated: int) -> None:
+        self.kept, self.generated = 0.9 * self.kept + kept, 0.9 * self.generated + generated
+
+    def batch_size(self, needed: int, cap: int, world: int) -> int:
+        """Prompts to generate for `needed` more groups: needed / rate + 25%, within [needed, cap], a multiple of world."""
+        if not self.generated:
+            return cap
+        want = math.ceil(1.25 * needed / max(self.kept / self.generated, 0.05))
+        return min(-(-max(want, needed) // world) * world, cap)
+
+
+def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate: KeepRate | None = None):
+    """Generate, score and filter until `train_batch_size` groups with mixed correctness exist over
+    all ranks; returns this rank's share (choice 1), what was generated, and timings."""
+    trainer, G, world, rank = cfg.trainer, cfg.rollout.n, accelerator.num_processes, accelerator.process_index
+    gen_size = (trainer.gen_batch_size or trainer.train_batch_size) if cfg.algorithm.dynamic_sampling else trainer.train_batch_size
+    adaptive = keep_rate is not None and trainer.adaptive_gen_batch and cfg.algorithm.dynamic_sampling
+    kept: list[list[Group]] = []  # per generation batch, this rank's kept groups
+    counts: list[list[int]] = []  # per generation batch, every rank's number of kept groups
+    seen = {"reward": [], "acc": [], "len": [], "truncated": [], "timeouts": 0, "groups": 0, "kept": 0, "sizes": []}
+    times = {"rollout": 0.0, "reward": 0.0}
+    for gen_batch in range(1, cfg.algorithm.max_num_gen_batches + 1):
+        needed = trainer.train_batch_size - sum(map(sum, counts))
+        size = keep_rate.batch_size(needed, gen_size, world) if adaptive else gen_size  # the same on every rank
+        gen_share = size // world
+        idx = sampler.next(size)[rank * gen_share : (rank + 1) * gen_share]  # all ranks draw the same list
+        group = [prompts[i] for i in idx]
+        t0 = time.perf_counter()
+        out = generate_share(engine, [p.prompt_ids for p in group], G, cfg, step, rank, gen_batch)
+        t1 = time.perf_counter()
+        texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)
+        answers = [p.answer for p in group for _ in range(G)]
+        results = reward.score_batch(texts, answers, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers,
+                                     mode=cfg.reward.mode)
+        penalty = [overlong(len(ids), cfg) for ids in out.response_ids]
+        shaped = [r.score + p for r, p in zip(results, penalty)]
+        times["rollout"] += t1 - t0
+        times["reward"] += time.perf_counter() - t1
+
+        reward_pg = torch.tensor(shaped, dtype=torch.float32).view(len(group), G)  # (P, G)
+        acc_pg = torch.tensor([r.acc for r in results]).view(len(group), G)  # (P, G)
+        penalty_pg = torch.tensor(penalty, dtype=torch.float32).view(len(group), G)  # (P, G)
+        keep = advantage.dynamic_sampling_keep(acc_pg) if cfg.algorithm.dynamic_sampling else torch.ones(len(group), dtype=torch.bool)
+        rows = lambda i: slice(i * G, (i + 1) * G)  # noqa: E731  the responses of prompt i
+        kept.append([Group(group[i].prompt_ids, group[i].answer, out.response_ids[rows(i)], reward_pg[i], acc_pg[i],
+                           penalty_pg[i], **out.per_token(rows(i)))
+                     for i in keep.nonzero().flatten().tolist()])
+        seen["reward"] += shaped
+        seen["acc"] += [r.acc for r in results]
+        seen["len"] += [len(r) for r in out.response_ids]
+        seen["truncated"] += out.truncated
+        seen["timeouts"] += sum(getattr(r, "timeout", False) for r in results)
+        seen["groups"], seen["kept"] = seen["groups"] + len(group), seen["kept"] + int(keep.sum())
+        seen["sizes"].append(size)
+        counts.append(accelerator.gather(torch.tensor([len(kept[-1])], device=accelerator.device)).tolist())
+        if keep_rate is not None:
+            keep_rate.update(sum(counts[-1]), size)
+        if sum(map(sum, counts)) >= trainer.train_batch_size:  # every rank sees the same counts: all stop together
+            break
+    else:
+        raise DynamicSamplingError(
+            f"dynamic sampling kept {sum(map(sum, counts))} of {sum(seen['sizes'])} prompt groups after "
+            f"{cfg.algorithm.max_num_gen_batches} generation batches, fewer than the {trainer.train_batch_size} needed: every "
+            "other group was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or trainer.gen_batch_size, lower "
+            "trainer.train_batch_size, or check the reward on a few completions."
+        )
+    return Batch.of(deal_groups(cfg, accelerator, kept, counts), tokenizer), seen, gen_batch, times
+
+
+def deal_groups(cfg, accelerator, kept: list[list[Group]], counts: list[list[int]]) -> list[Group]:
+    """This rank's groups of the training batch (choice 1).
+
+    The batch is the first `train_batch_size` kept groups in generation order (batch, then rank,
+    then position), as one process would keep them. Global group g sits in mini-batch
+    g // m (m = mini_batch_size) at slot g % m, which rank (g % m) // (m / W) trains.
+    """
+    trainer, world, rank = cfg.trainer, accelerator.num_processes, accelerator.process_index
+    per_rank = trainer.mini_batch_size // world  # groups of each mini-batch per rank
+    mine, g = [], 0  # (global position, group) of this rank's kept groups in the batch
+    for batch_kept, batch_counts in zip(kept, counts):
+        for r, n in enumerate(batch_counts):
+            if r == rank:
+                mine += [(g + j, group) for j, group in enumerate(batch_kept[:n]) if g + j < trainer.train_batch_size]
+            g += n
+    if world > 1:
+        from accelerate.utils import gather_object
+
+        mine = gather_object([(pos, to_wire(group)) for pos, group in mine])  # every rank's, on every rank
+        mine = [(pos, from_wire(wire)) for pos, wire in mine]
+    return [group for pos, group in sorted(mine, key=lambda x: x[0]) if (pos % trainer.mini_batch_size) // per_rank == rank]
+
+
+def to_wire(group: Group) -> dict:
+    """A group as a few tensors, which pickle compactly for the all-gather."""
+    wire = {"prompt": torch.tensor(group.prompt_ids, dtype=torch.int32), "answer": group.answer,
+            "lens": torch.tensor([len(r) for r in group.response_ids]), "reward": group.reward, "acc": group.acc, "penalty": group.penalty,
+            "tokens": torch.tensor([t for r in group.response_ids for t in r], dtype=torch.int32)}
+    for name in PER_TOKEN_FIELDS:
+        if getattr(group, name) is not None:
+            wire[name] = torch.tensor([x for row in getattr(group, name) for x in row], dtype=torch.float64)
+    return wire
+
+
+def from_wire(wire: dict) -> Group:
+    splits = lambda flat: [part.tolist() for part in flat.split(wire["lens"].tolist())]  # noqa: E731
+    return Group(wire["prompt"].tolist(), wire["answer"], splits(wire["tokens"]), wire["reward"], wire["acc"], wire["penalty"],
+                 **{name: splits(wire[name]) for name in PER_TOKEN_FIELDS if name in wire})
+
+
+def generate_share(engine, prompt_ids: list[list[int]], G: int, cfg, step: int, rank: int, gen_batch: int) -> Rollout:
+    """This rank's share of a generation batch, `rollout.prompts_per_call` prompts per call.
+
+    Call j of rank r is global call r * calls_per_rank + j and is seeded by that index, so a
+    single process with prompts_per_call = share / W samples what W processes sample.
+    """
+    per_call = cfg.rollout.prompts_per_call or len(prompt_ids)
+    calls_per_rank = -(-len(prompt_ids) // per_call)
+    parts = [generate(engine, prompt_ids[c : c + per_call], n=G,
+                      seed=sampling_seed(cfg.trainer.seed, step, rank * calls_per_rank + c // per_call, gen_batch))
+             for c in range(0, len(prompt_ids), per_call)]
+    return concat(parts)
+
+
+def overlong(length: int, cfg) -> float:
+    """DAPO's overlong shaping (DAPO, arXiv 2503.14476, section 3.4); 0 when reward.overlong_buffer_len is 0."""
+    if cfg.reward.overlong_buffer_len == 0:
+        return 0.0
+    return reward.overlong_penalty(length, cfg.rollout.max_response_len, cfg.reward.overlong_buffer_len,
+                                   cfg.reward.overlong_penalty_factor)

@@ -20,11 +20,11 @@ Departures and choices, numbered:
    contributes exactly 0 gradient, and under QAE that is ~80% of responses; they are skipped in
    the gradient passes and kept in the loss normaliser's counts (`trainer.sparse_update`).
 2. Micro-batches are filled by a token budget (data.token_budget_micro_batches), not a count, and
-   each is one packed row: no padding is computed (policy.py choice 5).
+   each is one packed row: no padding is computed (infra/policy.py choice 5).
 3. Data parallel: the kept groups are pooled over ranks and dealt mini-batch by mini-batch, so
    each optimizer step sees the same groups whatever the number of processes (batch.py choice 1).
 4. Every rank makes the same number of forward passes (policy.plan_passes; zero-weighted
-   fillers), as ZeRO-3's collectives require; each pass calls the output layer once (policy.py choice 2).
+   fillers), as ZeRO-3's collectives require; each pass calls the output layer once (infra/policy.py choice 2).
 5. A step whose loss or gradient is not finite is not applied (no optimizer or scheduler step)
    and is counted in `optim/skipped`. (Under DeepSpeed its engine steps inside the last
    backward and skips a non-finite gradient itself; the norm it reports is then inf.)
@@ -32,7 +32,7 @@ Departures and choices, numbered:
 7. The loss normaliser counts the whole mini-batch, so the gradient is the sum of the ranks'
    gradients; DDP and DeepSpeed average them, so each rank's loss is scaled by the world size.
 8. Generation calls are seeded by their global index, not by rank (batch.py choice 2).
-9. One weight copy into the sampler per step (rollout_vllm.py choice 2). Periodic evaluation
+9. One weight copy into the sampler per step (infra/vllm_sampler.py choice 2). Periodic evaluation
    uses it: it measures the policy that samples the step, trained for step - 1 steps
    (`eval/trained_steps`); the final policy is evaluated once more after the last step.
 10. No redundant old-log-prob pass (`trainer.reuse_logprobs`): the first mini-batch's policy is
@@ -66,19 +66,19 @@ import torch
 from tqdm import tqdm
 
 import advantage
-import checkpoint
+from infra import checkpoint
 import config
-import data
-import gpu_memory
+from infra import data
+from infra import gpu_memory
 import loss
 import rollout
-from batch import Batch, DynamicSamplingError, KeepRate, collect_batch
+from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 from config import ConfigError
-from data import DataError
+from infra.data import DataError
 from eval import EvalError, load_eval_sets, periodic_eval
-from launch import check_hardware, check_launch, make_accelerator, report_timeouts, stop
-from logger import MetricsLogger, entropy_sample, logprob_sums, step_metrics
-from policy import ModelError, Policy, check_model, load_policy, load_tokenizer, plan_passes, response_logprobs
+from infra.launch import check_hardware, check_launch, make_accelerator, report_timeouts, stop
+from infra.logger import MetricsLogger, entropy_sample, logprob_sums, step_metrics
+from infra.policy import ModelError, Policy, check_model, load_policy, load_tokenizer, plan_passes, response_logprobs
 
 # ----------------------------------------------------------------------------------------------
 # Setup

@@ -5,7 +5,7 @@ messages with DAPO's template applied, `reward_model` {ground_truth, style}, `da
 `ability`, `extra_info` {index} distinct per row; rows shuffled), then loads it two ways, each in
 its own subprocess so that each peak RSS (ru_maxrss) is its own:
 
-- naive: the row-by-row loader data.py had before deduplication (kept below as
+- naive: the row-by-row loader infra/data.py had before deduplication (kept below as
   `naive_load_prompts`): `datasets.load_dataset`, then every row tokenized and kept as a Prompt;
 - new: data.load_prompts (each distinct prompt tokenized once, one int per row).
 
@@ -79,11 +79,11 @@ def make_parquet(path: Path, problems: int, repeats: int, seed: int = 0) -> int:
 
 
 def naive_load_prompts(data_cfg, tokenizer):
-    """data.load_prompts before deduplication, kept as the baseline: every row read as a Python
+    """infra.data.load_prompts before deduplication, kept as the baseline: every row read as a Python
     dict from `datasets`, tokenized and kept."""
     import datasets
 
-    from data import DataError, Prompt, build_messages, get_field, tokenize_prompt
+    from infra.data import DataError, Prompt, build_messages, get_field, tokenize_prompt
 
     rows = datasets.load_dataset("parquet", data_files=data_cfg.train_files, split="train")
     prompts, dropped = [], 0
@@ -107,7 +107,7 @@ def load(way: str, path: str, max_prompt_len: int) -> dict:
     from transformers import AutoTokenizer
 
     import config
-    import data
+    from infra import data
 
     tokenizer = AutoTokenizer.from_pretrained(str(REPO / "tiny/model"))
     cfg = config.from_dict({}, [f"data.train_files={path}", f"data.max_prompt_len={max_prompt_len}"])

@@ -1,7 +1,7 @@
 """Peak memory of the chunked log-prob + entropy path against the naive full-vocabulary path.
 
 At Qwen's vocabulary (V = 151,936) the naive path builds (B*T, V) fp32 logits, log-softmax and
-probabilities; the chunked path (loss.token_logprobs_from_hidden) projects and reduces a chunk
+probabilities; the chunked path (infra.logprobs.token_logprobs_from_hidden) projects and reduces a chunk
 of tokens at a time and recomputes chunks in backward. Both run on the same inputs in this one
 process, forward and backward (the gradient pass of training) and forward only (the no-grad
 old-logprob pass); the script prints the peak memory above the inputs, the max abs difference of
@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from loss import naive_token_logprobs, token_logprobs_from_hidden  # noqa: E402
+from infra.logprobs import naive_token_logprobs, token_logprobs_from_hidden  # noqa: E402
 
 
 def _status_kib(field: str) -> int:

@@ -9,10 +9,10 @@ mini-batch gives a GPU 64 responses (32 prompts x 16 over 8 GPUs), of which ~20%
 non-zero advantage under QAE and go through the gradient passes (train.py choice 1). Each
 mini-batch's 13 are cut by the same token budget into micro-batches, each through the log-prob
 forward, the clip-higher loss and backward.
-  packed  the trainer's: one row per micro-batch, positions restarting per sequence (policy.py
+  packed  the trainer's: one row per micro-batch, positions restarting per sequence (infra/policy.py
           choice 5), micro-batches filled up to the budget by their sum of tokens;
   padded  as the trainer ran before: rows [prompt][response][pad] with a (B, 1, L, L) attention
-          mask, micro-batches filled by count x longest (data.py choice 6), and the output layer
+          mask, micro-batches filled by count x longest (infra/data.py choice 6), and the output layer
           over every (B, R) response slot.
 Lengths are the paper's shape (bench/bench_padding.py's: response lognormal with median ~1,800
 tokens capped at 20,480, prompts 60-400) scaled by 1/12, with the token budget scaled alike
@@ -46,9 +46,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import data  # noqa: E402
+from infra import data  # noqa: E402
 import loss  # noqa: E402
-from policy import Policy, response_logprobs  # noqa: E402
+from infra.policy import Policy, response_logprobs  # noqa: E402
 
 SCALE = 12  # paper lengths / SCALE
 BUDGET = 45056 // SCALE  # configs/qwen3_8b_qae.yaml's trainer.micro_batch_max_tokens, scaled
@@ -137,7 +137,7 @@ def paper_plan(seed: int = 0) -> None:
     was invalid (most: their chunk counts differ), after, one per forward and one per backward."""
     import config
     import train
-    from batch import Batch
+    from rollout import Batch
 
     cfg = config.load("qwen3_8b_qae.yaml", ["rollout.backend=vllm"])
     g = torch.Generator().manual_seed(seed)
@@ -146,7 +146,7 @@ def paper_plan(seed: int = 0) -> None:
     prompt = torch.randint(60, 400, (n,), generator=g).tolist()
     adv = (torch.rand(n, generator=g) < 0.2).float() * torch.randn(n, generator=g)
     batch = Batch([[0] * p for p in prompt], [[0] * r for r in resp], [""] * n, [""] * n, torch.zeros(n // 16, 16),
-                  torch.zeros(n // 16, 16, dtype=torch.bool))  # as vLLM gives it: no policy log-probs
+                  torch.zeros(n // 16, 16, dtype=torch.bool), torch.zeros(n // 16, 16))  # as vLLM gives it: no policy log-probs
     first = set(range(mini))
 
     def cost(ids, packed: bool, grad: bool) -> dict:

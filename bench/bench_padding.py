@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from data import fixed_count_micro_batches, padding_fraction, token_budget_micro_batches  # noqa: E402
+from infra.data import fixed_count_micro_batches, padding_fraction, token_budget_micro_batches  # noqa: E402
 
 
 def main():

@@ -1,5 +1,5 @@
 """Time of one 64-completion rollout call (8 prompts x 8 responses, at most 24 new tokens, the
-tiny policy) as rollout.HFRollout.generate makes it (one prefill per prompt, choice 3, then its
+tiny policy) as rollout.generate makes it with infra/hf_sampler.py (one prefill per prompt, choice 3, then its
 own sampling loop, choice 5) against transformers' `generate` with one prefill per response
 (`num_return_sequences`, the way it was sampled at first).
 
@@ -21,17 +21,18 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-import data  # noqa: E402
+from infra import data  # noqa: E402
 import rollout  # noqa: E402
+from infra.hf_sampler import HFSampler, left_pad  # noqa: E402
 
 P, G, MAX_NEW, REPEATS = 8, 8, 24, 15
 
 
 @torch.no_grad()
-def generate_per_response_prefill(engine: rollout.HFRollout, prompt_ids: list[list[int]], n: int, seed: int):
-    """The old HFRollout.generate: every prompt expanded to n rows before it is encoded."""
+def generate_per_response_prefill(engine: HFSampler, prompt_ids: list[list[int]], n: int, seed: int):
+    """The old HF sampler: every prompt expanded to n rows before it is encoded."""
     torch.manual_seed(seed)
-    input_ids, attention_mask = rollout.left_pad(prompt_ids, engine.pad_id)  # (P, L)
+    input_ids, attention_mask = left_pad(prompt_ids, engine.pad_id)  # (P, L)
     cfg = engine.cfg
     out = engine.model.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=True,
                                 temperature=cfg.temperature, top_p=cfg.top_p, top_k=None,
@@ -53,8 +54,8 @@ def main():
     rows = [json.loads(line) for line in (REPO / "tiny/train.jsonl").read_text().splitlines()[:P]]
     prompts = [data.tokenize_prompt(tokenizer, data.build_messages(r["problem"], "{problem}"), True) for r in rows]
     cfg = SimpleNamespace(temperature=1.0, top_p=1.0, top_k=-1, max_response_len=MAX_NEW)
-    engine = rollout.HFRollout(model, tokenizer, cfg)
-    new = lambda seed: engine.generate(prompts, n=G, seed=seed)  # noqa: E731
+    engine = HFSampler(model, tokenizer, cfg)
+    new = lambda seed: rollout.generate(engine, prompts, n=G, seed=seed)  # noqa: E731
     old = lambda seed: generate_per_response_prefill(engine, prompts, n=G, seed=seed)  # noqa: E731
     new(0), old(0)  # warm-up
     times = {"new": [], "old": []}

@@ -18,8 +18,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import config  # noqa: E402
 import train  # noqa: E402
-from batch import Batch  # noqa: E402
-from policy import Policy  # noqa: E402
+from rollout import Batch  # noqa: E402
+from infra.policy import Policy  # noqa: E402
 
 
 def make_model(vocab=2048, hidden=256, layers=4):
@@ -41,7 +41,7 @@ def make_batch(P=8, G=8, vocab=2048, nonzero=0.2):
     live = torch.randperm(P * G, generator=g)[: round(nonzero * P * G)]
     adv[live] = torch.randn(len(live), generator=g)  # 80% exact zeros, as QAE at K = 0.4
     batch = Batch([prompt[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
-                        torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool))
+                  torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool), torch.zeros(P, G))
     return batch, adv
 
 

@@ -126,7 +126,7 @@ def trl_worker(threads: int, steps: int, out_dir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    import data
+    from infra import data
     import reward
 
     tokenizer = AutoTokenizer.from_pretrained(str(MODEL))

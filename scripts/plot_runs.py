@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the flat modules at the repo root
 
-from logger import DEFAULT_PLOT, read_metrics  # noqa: E402
+from infra.logger import DEFAULT_PLOT, read_metrics  # noqa: E402
 
 
 def smooth(values: list[float], window: int) -> list[float]:

@@ -9,17 +9,15 @@ import torch
 import advantage
 from advantage import (
     BASELINES,
-    advantage_stats,
     compute_advantages,
     dynamic_sampling_keep,
-    entropy_by_sign,
-    entropy_sums_by_sign,
     group_std,
     hard_prompts,
     masked_baseline,
     quantile_baseline_linear,
     quantile_baseline_right_continuous,
 )
+from infra.diagnostics import advantage_stats, entropy_by_sign, entropy_sums_by_sign, gate_violations
 
 
 def group(num_correct: int, G: int = 16, low: float = -1.0, high: float = 1.0) -> torch.Tensor:
@@ -267,7 +265,7 @@ def test_advantage_stats():
 
 
 def test_entropy_covariance_from_rank_sums_equals_plain():
-    from advantage import covariance_sums, entropy_covariance, entropy_covariance_from_sums
+    from infra.diagnostics import covariance_sums, entropy_covariance, entropy_covariance_from_sums
 
     g = torch.Generator().manual_seed(0)
     logp = -torch.rand(1000, generator=g) * 5
@@ -322,12 +320,12 @@ def test_shaped_quantile_gives_a_wrong_answer_a_positive_advantage_and_verdict_d
     std = math.sqrt(21.234375 / 15)
     assert shaped[0, 7:10].tolist() == pytest.approx([0.5 / (std + 1e-6)] * 3, abs=1e-6)
     assert shaped[0, 7].item() == pytest.approx(0.42, abs=5e-3)
-    assert advantage.gate_violations(shaped, acc) == pytest.approx(3 / 16)
+    assert gate_violations(shaped, acc) == pytest.approx(3 / 16)
     verdict = advantage.compute_advantages(reward, K=0.4, penalty=penalty)  # b over the scores: -1
     assert verdict[0, 7:10].tolist() == [0.0, 0.0, 0.0]
     assert verdict[0, :7].tolist() == pytest.approx([-0.5 / (std + 1e-6)] * 7, abs=1e-6)  # the penalty stays
     assert verdict[0, 10:].tolist() == pytest.approx([2.0 / (std + 1e-6)] * 6, abs=1e-6)
-    assert advantage.gate_violations(verdict, acc) == 0.0
+    assert gate_violations(verdict, acc) == 0.0
 
 
 @pytest.mark.parametrize("K", [0.2, 0.4, 0.6, 0.8])
@@ -343,7 +341,7 @@ def test_the_gate_at_G8_holds_for_right_continuous_and_breaks_for_linear(K):
         hard = bool(advantage.hard_prompts(acc, K))
         assert (right[~acc] == 0).all() if hard else (right[acc] == 0).all()
         linear = advantage.compute_advantages(reward, K=K)
-        assert advantage.gate_violations(right, acc) == advantage.gate_violations(linear, acc) == 0.0
+        assert gate_violations(right, acc) == gate_violations(linear, acc) == 0.0
         if (linear != 0).all():
             both_move.append(correct)
     assert both_move == [8 - (math.floor(K * 7) + 1)]  # K = 0.4: 5 of 8 correct, b = -1 + 0.8 * 2 = 0.6

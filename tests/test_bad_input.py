@@ -104,7 +104,7 @@ NO_HUB = {"HF_HUB_CACHE": "/nonexistent-hub-cache"}  # no cached copy of a hub i
 # (name, command built in the case's folder d from the real run ck, what the line must contain ({d}: the folder;
 # a tuple: each part), extra environment). `build(...) and command` builds its input, then gives the command.
 CASES = [
-    # ---- training data (data.py's DataError, through train.py) ----
+    # ---- training data (infra/data.py's DataError, through train.py) ----
     ("jsonl line not JSON", lambda d, ck: train(d, data=jsonl(d, '{"problem": "2+2", answer: 4}')),
      "line 2 of `{d}/train.jsonl` is not valid JSON", {}),
     ("empty training file", lambda d, ck: train(d, data=write(d, "train.jsonl", "")),
@@ -168,7 +168,7 @@ CASES = [
      "`{d}/run` holds an earlier run's metrics.jsonl but no checkpoint", {}),
     ("run killed before its first checkpoint, --resume", lambda d, ck: killed_run(d, ck) and train(d, "--resume"),
      "--resume: trainer.output_dir `{d}/run` holds an earlier run's metrics.jsonl but no checkpoint", {}),
-    # ---- configs (config.py, config_loader.py) ----
+    # ---- configs (config.py, infra/config_loader.py) ----
     ("YAML that does not parse", lambda d, ck: show_config(write(d, "c.yaml", "model:\n  name_or_path: [x\ndata: 1\n")),
      "config file `{d}/c.yaml` is not valid YAML at line 3", {}),
     ("config file not UTF-8", lambda d, ck: show_config(write(d, "c.yaml", b"\xff\xfemodel: 1\n")),

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import checkpoint
-from logger import read_metrics
+from infra import checkpoint
+from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = ["--config", "tiny_qae.yaml", "trainer.total_steps=2", "trainer.save_every=1", "trainer.keep_last=2",

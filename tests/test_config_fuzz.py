@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import config
-from config_loader import ConfigError, all_keys
+from infra.config_loader import ConfigError, all_keys
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = all_keys(config.Config)  # every real `section.key`

@@ -1,4 +1,4 @@
-"""data.py: deduplicated prompts against the row-by-row loader, the sampling distribution over
+"""infra/data.py: deduplicated prompts against the row-by-row loader, the sampling distribution over
 them, and one clear DataError for every malformed input."""
 
 import collections
@@ -13,10 +13,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-import data
-import data_files
+from infra import data
+from infra import readers
 from config import DataConfig
-from data import DataError, Prompt, PromptRows, PromptSampler
+from infra.data import DataError, Prompt, PromptRows, PromptSampler
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def verl_file(tmp_path):
 
 def test_rows_equal_the_row_by_row_loader(verl_file, tokenizer, monkeypatch):
     path, rows = verl_file
-    monkeypatch.setattr(data_files, "BATCH_ROWS", 5)  # keys must match across batches too
+    monkeypatch.setattr(readers, "BATCH_ROWS", 5)  # keys must match across batches too
     prompts, dropped = data.load_prompts(verl_cfg(path), tokenizer)
     expected, expected_dropped = plain_load_prompts(rows, verl_cfg(path), tokenizer)
     assert list(prompts) == expected and len(prompts) == len(expected) == 36 - 8
@@ -255,7 +255,7 @@ def test_directory_and_missing_file(tmp_path, tokenizer):
 
 
 def test_hub_dataset_without_the_columns(monkeypatch, tokenizer):
-    monkeypatch.setattr(data_files, "load_hub", lambda source, split: pa.table({"question": ["a"], "answer": ["1"]}))
+    monkeypatch.setattr(readers, "load_hub", lambda source, split: pa.table({"question": ["a"], "answer": ["1"]}))
     with pytest.raises(DataError, match=r"^dataset `owner/set` has no column `prompt` "
                                         r"\(config key `data.prompt_key`\); "):
         data.load_prompts(DataConfig(train_files="owner/set"), tokenizer)

@@ -14,7 +14,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
-import data
+from infra import data
 from config import DataConfig
 
 REPO = Path(__file__).resolve().parents[1]

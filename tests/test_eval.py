@@ -1,4 +1,4 @@
-"""eval.py, benchmarks.py and scripts/plot_runs.py: the pass@k estimator by hand, sharding, the
+"""eval.py, infra/evalsets.py and scripts/plot_runs.py: the pass@k estimator by hand, sharding, the
 gold formats of the bundled benchmarks, settings from the config's `eval` section under the flags,
 end-to-end runs on the tiny model (sample, rescore, evaluate()), bad input, and the comparison
 plot."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import benchmarks as bm
+from infra import evalsets as bm
 import config
 import eval as ev
 import reward
@@ -87,10 +87,10 @@ class CountingEngine:
 
     def __init__(self):
         self.cfg = config.RolloutConfig(backend="hf", max_response_len=8)
+        self.eos_ids = [0]
 
-    def generate(self, prompt_ids, n, seed):
-        rows = [[seed + i * n + j, 0] for i in range(len(prompt_ids)) for j in range(n)]
-        return rollout.split_responses(rows, eos_ids=[0])
+    def sample(self, prompt_ids, n, seed):
+        return [[seed + i * n + j, 0] for i in range(len(prompt_ids)) for j in range(n)], {}
 
 
 class Digits:
@@ -221,7 +221,7 @@ def test_rescore_reproduces_the_numbers(eval_run, tmp_path):
 
 
 def test_evaluate_with_a_training_engine(tmp_path):
-    from policy import load_policy, load_tokenizer
+    from infra.policy import load_policy, load_tokenizer
 
     cfg = config.load("tiny_qae.yaml")
     tokenizer = load_tokenizer(cfg.model.name_or_path)

@@ -1,4 +1,4 @@
-"""`rollout.gpu_memory_utilization: auto` (gpu_memory.py, docs/gpu.md's rule) on faked card sizes:
+"""`rollout.gpu_memory_utilization: auto` (infra/gpu_memory.py, docs/gpu.md's rule) on faked card sizes:
 Qwen3-8B's shape on the meta device, 8 GPUs of 80 and of 141 GiB, against hand-computed fractions."""
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import config
-import gpu_memory
+from infra import gpu_memory
 from config import ConfigError
 
 GiB = 2**30

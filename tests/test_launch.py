@@ -28,8 +28,8 @@ def probe(out: str, overrides: list[str]) -> None:
     from torch.distributed import distributed_c10d
 
     import config
-    import launch
-    from policy import Policy, load_policy
+    from infra import launch
+    from infra.policy import Policy, load_policy
 
     cfg = config.load("tiny_qae.yaml", ["deepspeed.zero_stage=3", *overrides])
     accelerator = launch.make_accelerator(cfg)
@@ -87,7 +87,7 @@ def tiny(*overrides: str):
 def test_the_launcher_command_line_names_the_config_file_read(tmp_path, monkeypatch):
     import accelerate.commands.config as accelerate_config
 
-    import launch
+    from infra import launch
 
     cmdline = tmp_path / "cmdline"
     cmdline.write_bytes(b"\0".join([b"python", b"-m", b"accelerate.commands.launch", b"--config_file", b"x.yaml",
@@ -105,7 +105,7 @@ def test_the_launcher_command_line_names_the_config_file_read(tmp_path, monkeypa
 
 
 def test_a_stale_default_config_is_refused_naming_the_file_the_field_and_the_fix(tmp_path):
-    import launch
+    from infra import launch
 
     default = tmp_path / "default_config.yaml"
     env = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_USE_DEEPSPEED": "true",
@@ -122,7 +122,7 @@ def test_a_stale_default_config_is_refused_naming_the_file_the_field_and_the_fix
 
 
 def test_mixed_precision_and_process_count_against_the_yaml_and_the_node(tmp_path):
-    import launch
+    from infra import launch
 
     file = tmp_path / "launch.yaml"
     bf16 = {"ACCELERATE_MIXED_PRECISION": "bf16", "LOCAL_WORLD_SIZE": "2"}
@@ -143,7 +143,7 @@ def test_mixed_precision_and_process_count_against_the_yaml_and_the_node(tmp_pat
 
 
 def test_fields_the_yaml_overrides_are_notes_not_errors(tmp_path):
-    import launch
+    from infra import launch
 
     file = tmp_path / "launch.yaml"
     env = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_USE_DEEPSPEED": "true",

@@ -1,4 +1,4 @@
-"""logger.step_metrics without a training run: every metric it logs is documented, and loss
+"""infra.logger.step_metrics without a training run: every metric it logs is documented, and loss
 metrics are combined generically (summed over ranks and mini-batches, divided by their declared
 count), so a new loss metric needs one LOSS_METRICS line and no other change."""
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import advantage
-from logger import LOSS_METRICS, METRICS, documented, entropy_sample, logprob_sums, step_metrics
+from infra import diagnostics
+from infra.logger import LOSS_METRICS, METRICS, documented, entropy_sample, logprob_sums, step_metrics
 
 
 def rank_sums(seed: int, extra_loss_metric: bool = False) -> dict:
@@ -28,8 +29,8 @@ def rank_sums(seed: int, extra_loss_metric: bool = False) -> dict:
         "seen": {"reward": reward.flatten().tolist(), "acc": acc.flatten().tolist(), "len": [3] * 8, "truncated": [False] * 8,
                  "timeouts": 0, "groups": 3, "kept": 2, "sizes": [6]},
         "reward": reward, "acc": acc, "adv": adv,
-        "logp": {"ent_sum": entropy.sum().item(), "tokens": 24, "ent_by_sign": advantage.entropy_sums_by_sign(entropy, tok_adv),
-                 "cov": advantage.covariance_sums(tok_logp, tok_adv), "fillers": 0, "old_pass": 4, "covered": 24},
+        "logp": {"ent_sum": entropy.sum().item(), "tokens": 24, "ent_by_sign": diagnostics.entropy_sums_by_sign(entropy, tok_adv),
+                 "cov": diagnostics.covariance_sums(tok_logp, tok_adv), "fillers": 0, "old_pass": 4, "covered": 24},
         "upd": [upd, dict(upd)],
         "times": {"rollout": 1.0, "reward": 0.1, "sync": 0.0, "old_logp": 0.2, "update": 0.5},
     }

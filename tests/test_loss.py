@@ -5,15 +5,8 @@ import math
 import pytest
 import torch
 
-from loss import (
-    AGGREGATIONS,
-    MiniBatchCounts,
-    clip_higher_token_loss,
-    naive_token_logprobs,
-    policy_loss,
-    token_logprobs,
-    token_logprobs_from_hidden,
-)
+from infra.logprobs import naive_token_logprobs, token_logprobs, token_logprobs_from_hidden
+from loss import AGGREGATIONS, MiniBatchCounts, clip_higher_token_loss, policy_loss
 
 
 def test_logprobs_hand_computed():

@@ -1,4 +1,4 @@
-"""Packed micro-batches (policy.py choice 5): one row per micro-batch, positions restarting per
+"""Packed micro-batches (infra/policy.py choice 5): one row per micro-batch, positions restarting per
 sequence, no padding computed, against the padded rows the trainer ran before; and the HF sampler,
 which shares the model, unchanged by the switch of its attention implementation."""
 
@@ -6,8 +6,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-import policy
-from policy import Policy, packed_inputs, response_logprobs
+from infra import policy
+from infra.policy import Policy, packed_inputs, response_logprobs
+import rollout
 from rollout import make_rollout
 
 REPO_TINY = "tiny/model"
@@ -69,15 +70,15 @@ def test_the_packed_forward_builds_no_attention_mask(tiny_policy_dir, monkeypatc
 
 def test_the_hf_sampler_draws_the_same_after_the_policy_switches_attention(tiny_policy_dir):
     from config import RolloutConfig
-    from policy import load_tokenizer
+    from infra.policy import load_tokenizer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     tokenizer = load_tokenizer(str(tiny_policy_dir))
     engine = make_rollout(RolloutConfig(backend="hf", max_response_len=12, temperature=1.0), model, tokenizer, 64)
     prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [13]]
-    before = engine.generate(prompts, n=3, seed=7)
+    before = rollout.generate(engine, prompts, n=3, seed=7)
     Policy(model)  # switches the model from sdpa to packed_sdpa
     assert model.config._attn_implementation == policy.PACKED_SDPA
-    after = engine.generate(prompts, n=3, seed=7)
+    after = rollout.generate(engine, prompts, n=3, seed=7)
     assert after.response_ids == before.response_ids
     assert after.policy_logp == before.policy_logp and after.policy_entropy == before.policy_entropy

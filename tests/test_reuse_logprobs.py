@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from logger import read_metrics
+from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = ["--config", "tiny_qae.yaml", "model.dtype=float64", "trainer.total_steps=2", "trainer.train_batch_size=8",

@@ -1,9 +1,9 @@
-"""rollout.HFRollout: the shared prefill and the sampling loop sample what `generate` with one
+"""infra/hf_sampler.py: the shared prefill and the sampling loop sample what `generate` with one
 prefill per response did, and the sampling pass's own log-probs and entropies equal a plain
 forward of the policy.
 
 (a) policy_logp / policy_entropy vs a forward of prompt + response, one sequence at a time, no
-padding, through the trainer's own function (loss.token_logprobs): tiny/model and a random
+padding, through the trainer's own function (infra.logprobs.token_logprobs): tiny/model and a random
 model whose padded vocabulary rows get ~6% of the mass, at T = 1.0 and 0.7.
 (b) first- and second-token frequencies over 4,000 samples vs the model's exact probabilities.
 (c) same seed -> same rollout; the responses of a group are not copies of each other.
@@ -18,9 +18,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import data
+from infra import data
 import rollout
-from loss import token_logprobs
+from infra.hf_sampler import HFSampler, left_pad, shared_prefill
+from infra.logprobs import token_logprobs
 
 PROBLEMS = ["Compute 3-1.", "Compute 9981+22.", "Compute 1234567+7654321."]
 
@@ -31,7 +32,7 @@ def load(folder):
 
 def engine(model, tokenizer, temperature=1.0, max_response_len=24):
     cfg = SimpleNamespace(temperature=temperature, top_p=1.0, top_k=-1, max_response_len=max_response_len)
-    return rollout.HFRollout(model, tokenizer, cfg)
+    return HFSampler(model, tokenizer, cfg)
 
 
 def prompt(tokenizer, problem: str, suffix: str = "") -> list[int]:
@@ -63,7 +64,7 @@ def test_policy_logp_and_entropy_match_full_forward(which, temperature, tiny_pol
     prompts = [prompt(tokenizer, p) for p in PROBLEMS]
     assert len({len(p) for p in prompts}) == len(prompts), "prompts of different lengths: left padding differs per row"
     n = 4
-    out = engine(model, tokenizer, temperature).generate(prompts, n=n, seed=0)
+    out = rollout.generate(engine(model, tokenizer, temperature), prompts, n=n, seed=0)
     assert len(out.response_ids) == len(prompts) * n
     for k, response in enumerate(out.response_ids):
         assert len(out.policy_logp[k]) == len(out.policy_entropy[k]) == len(response)  # EOS included, nothing after
@@ -76,7 +77,7 @@ def test_policy_logp_and_entropy_match_full_forward(which, temperature, tiny_pol
 def test_one_token_prompt_is_prefilled_after_a_pad(tiny_policy_dir):
     """A batch of one-token prompts has nothing to prefill: left_pad puts a masked pad first."""
     model, tokenizer = load(tiny_policy_dir)
-    out = engine(model, tokenizer, max_response_len=6).generate([[5], [7]], n=2, seed=0)
+    out = rollout.generate(engine(model, tokenizer, max_response_len=6), [[5], [7]], n=2, seed=0)
     for k, response in enumerate(out.response_ids):
         logp, entropy = forward_logprobs(model, [[5], [7]][k // 2], response, 1.0)
         torch.testing.assert_close(torch.tensor(out.policy_logp[k]), logp, atol=1e-5, rtol=1e-5)
@@ -118,7 +119,7 @@ def test_first_and_second_token_frequencies_match_the_model():
     prompts = [prompt(tokenizer, "Compute 99+87.", "Answer: "), prompt(tokenizer, "Compute 9981+22.")]
     N, T, A = 4000, 0.7, len(tokenizer)
     sampler = engine(model, tokenizer, T, max_response_len=2)
-    out = sampler.generate(prompts, n=N, seed=1)
+    out = rollout.generate(sampler, prompts, n=N, seed=1)
     for i, p in enumerate(prompts):
         group = out.response_ids[i * N : (i + 1) * N]
         first = torch.bincount(torch.tensor([r[0] for r in group]), minlength=A).double()  # (A,)
@@ -140,7 +141,7 @@ def test_same_seed_same_rollout_and_groups_are_not_copies():
     model, tokenizer = load("tiny/model")
     prompts = [prompt(tokenizer, "Compute 99+87.", "Answer: ")] + [prompt(tokenizer, p) for p in PROBLEMS]
     sampler, n = engine(model, tokenizer), 8
-    a, b, c = (sampler.generate(prompts, n=n, seed=s) for s in (3, 3, 4))
+    a, b, c = (rollout.generate(sampler, prompts, n=n, seed=s) for s in (3, 3, 4))
     assert a == b  # every field: ids, truncation, policy_logp, policy_entropy
     assert a.response_ids != c.response_ids
     for i in range(len(prompts)):
@@ -152,9 +153,9 @@ def test_report_policy_logp_off_samples_the_same_and_reports_nothing():
     model, tokenizer = load("tiny/model")
     prompts = [prompt(tokenizer, p) for p in PROBLEMS]
     sampler = engine(model, tokenizer)
-    full = sampler.generate(prompts, n=2, seed=5)
+    full = rollout.generate(sampler, prompts, n=2, seed=5)
     sampler.report_policy_logp = False  # what evaluation needs: no logits kept
-    bare = sampler.generate(prompts, n=2, seed=5)
+    bare = rollout.generate(sampler, prompts, n=2, seed=5)
     assert bare.response_ids == full.response_ids and bare.truncated == full.truncated
     assert bare.policy_logp is None and bare.policy_entropy is None
 
@@ -165,14 +166,14 @@ def test_report_policy_logp_off_samples_the_same_and_reports_nothing():
 
 
 @torch.no_grad()
-def generate_reference(sampler: rollout.HFRollout, prompt_ids: list[list[int]], n: int, seed: int) -> list[list[int]]:
+def generate_reference(sampler: HFSampler, prompt_ids: list[list[int]], n: int, seed: int) -> list[list[int]]:
     """The same call through transformers' `generate`, continuing from the same shared prefill."""
     torch.manual_seed(seed)
-    input_ids, attention_mask = rollout.left_pad(prompt_ids, sampler.pad_id)  # (P, L)
+    input_ids, attention_mask = left_pad(prompt_ids, sampler.pad_id)  # (P, L)
     cfg = sampler.cfg
     out = sampler.model.eval().generate(
         input_ids=input_ids.repeat_interleave(n, dim=0), attention_mask=attention_mask.repeat_interleave(n, dim=0),
-        past_key_values=rollout.shared_prefill(sampler.model, input_ids, attention_mask, n), do_sample=True,
+        past_key_values=shared_prefill(sampler.model, input_ids, attention_mask, n), do_sample=True,
         temperature=cfg.temperature, top_p=cfg.top_p, top_k=max(0, cfg.top_k),
         max_new_tokens=cfg.max_response_len, eos_token_id=sampler.eos_ids, pad_token_id=sampler.pad_id,
         suppress_tokens=sampler.suppress)  # (P*n, L + T)
@@ -188,6 +189,6 @@ def test_sampling_loop_draws_what_generate_draws(which, temperature, top_k, top_
     assert sampler.suppress  # both models pad their vocabulary past the tokenizer: choice 1 is exercised
     prompts = [prompt(tokenizer, p) for p in PROBLEMS]
     for seed in (0, 1, 2):
-        ours = sampler.generate(prompts, n=4, seed=seed).response_ids
+        ours = rollout.generate(sampler, prompts, n=4, seed=seed).response_ids
         assert ours == generate_reference(sampler, prompts, n=4, seed=seed), (seed, temperature, top_k, top_p)
     assert all(t < len(tokenizer) for r in ours for t in r)  # choice 1

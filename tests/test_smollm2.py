@@ -11,7 +11,7 @@ rarely writes DAPO's `Answer:` line when asked (measured, 8 samples x 3-4 proble
 DAPO's template 0/32 correct, one-message instructions 0-1/24), but after two worked chat turns
 ("What is 1 + 1?" -> "Answer: 2") it answers in the format and is right about half the time
 (12/24), so groups of 4 have mixed correctness and dynamic sampling keeps them. The problems
-are therefore given as chat messages (data.py choice 1), and the test checks that every weight
+are therefore given as chat messages (infra/data.py choice 1), and the test checks that every weight
 tensor of the final checkpoint differs from the converted model's.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from logger import read_metrics
+from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "smollm2.py"

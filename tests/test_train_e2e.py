@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from logger import documented, read_metrics
+from infra.logger import documented, read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 # Small and fast, still the real tiny model, data and loop.

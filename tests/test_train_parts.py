@@ -5,13 +5,12 @@ import torch
 from accelerate import Accelerator
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import batch as batching
 import config
+import rollout as batching
 import train
-from data import Prompt
-from loss import naive_token_logprobs
-from policy import Policy, response_logprobs
-from rollout import Rollout
+from infra.data import Prompt
+from infra.logprobs import naive_token_logprobs
+from infra.policy import Policy, response_logprobs
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,7 @@ def random_batch(P=4, G=4, vocab=300, zero_frac=0.75, seed=0):
     adv = torch.randn(P * G, generator=g, dtype=torch.float64).float()
     adv[torch.rand(P * G, generator=g) < zero_frac] = 0.0
     batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
-                        torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool))
+                           torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool), torch.zeros(P, G))
     return batch, adv
 
 
@@ -88,7 +87,7 @@ def test_the_entropy_sample_is_respected_and_changes_no_gradient(tiny_policy_dir
     rounded up or a count; the update is the same whatever the sample."""
     import math
 
-    from logger import logprob_sums
+    from infra.logger import logprob_sums
 
     model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float64))
     batch, adv = random_batch(P=4, G=4, zero_frac=0.6, seed=5)
@@ -142,7 +141,11 @@ class ScriptedEngine:
     def sync_weights(self, model):
         pass
 
-    def generate(self, prompt_ids, n, seed):
+    @property
+    def eos_ids(self):
+        return [self.tok.eos_token_id]
+
+    def sample(self, prompt_ids, n, seed):
         self.calls += 1
         responses = []
         for p in prompt_ids:
@@ -150,7 +153,7 @@ class ScriptedEngine:
             for j in range(n):
                 text = f"Answer: {self.prompts[i].answer if j < self.correct[i] else 999}"
                 responses.append(self.tok(text, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id])
-        return Rollout(responses, [False] * len(responses))
+        return responses, {}
 
 
 def scripted(tiny_policy_dir, correct):
@@ -160,7 +163,7 @@ def scripted(tiny_policy_dir, correct):
 
 
 def test_dynamic_sampling_fills_the_batch(tiny_policy_dir, accelerator, cfg):
-    import data
+    from infra import data
 
     # 4 responses each; prompts 0, 2 all-correct / all-wrong (dropped), 1, 3, 4 mixed.
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 1, 0, 3, 2, 4])
@@ -176,7 +179,7 @@ def test_dynamic_sampling_fills_the_batch(tiny_policy_dir, accelerator, cfg):
 
 
 def test_dynamic_sampling_gives_up_with_a_clear_error(tiny_policy_dir, accelerator, cfg):
-    import data
+    from infra import data
 
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 0, 4, 0])
     sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
@@ -185,7 +188,7 @@ def test_dynamic_sampling_gives_up_with_a_clear_error(tiny_policy_dir, accelerat
 
 
 def test_without_dynamic_sampling_everything_is_kept(tiny_policy_dir, accelerator):
-    import data
+    from infra import data
 
     cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.gen_batch_size=null",
                                 "trainer.mini_batch_size=2", "algorithm.dynamic_sampling=false", "reward.overlong_buffer_len=0"])
@@ -209,7 +212,7 @@ def test_keep_rate_sizes_generation_batches_by_hand():
 
 
 def test_adaptive_generation_batch_asks_for_what_is_still_needed(tiny_policy_dir, accelerator):
-    import data
+    from infra import data
 
     cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.gen_batch_size=4", "trainer.mini_batch_size=2",
                                 "reward.overlong_buffer_len=0", "trainer.adaptive_gen_batch=true"])

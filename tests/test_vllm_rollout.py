@@ -19,10 +19,10 @@ import pytest
 import torch
 
 import rollout
-import rollout_vllm
+from infra import vllm_sampler
 from config import RolloutConfig
 from conftest import build_tiny_policy
-from policy import Policy, response_logprobs
+from infra.policy import Policy, response_logprobs
 
 VLLM_MISSING = importlib.util.find_spec("vllm") is None
 if not VLLM_MISSING:
@@ -77,7 +77,7 @@ def greedy(engine, model, tokenizer, prompt):
     cfg = engine.cfg
     engine.cfg = dataclasses.replace(cfg, temperature=0.0)  # vLLM: temperature 0 = greedy
     try:
-        ours = engine.generate([prompt], n=1, seed=0).response_ids[0]
+        ours = rollout.generate(engine, [prompt], n=1, seed=0).response_ids[0]
     finally:
         engine.cfg = cfg
     hf = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
@@ -89,7 +89,7 @@ def greedy(engine, model, tokenizer, prompt):
 
 def logp_gap(engine, model, tokenizer, seed: int, prompts=PROMPTS, n: int = G) -> float:
     """Largest |logp_vllm - logp_trainer| over the tokens of one sampled rollout, EOS tokens included."""
-    out = engine.generate(prompts, n=n, seed=seed)
+    out = rollout.generate(engine, prompts, n=n, seed=seed)
     assert len(out.response_ids) == len(prompts) * n and out.rollout_logp is not None
     assert [len(lp) for lp in out.rollout_logp] == [len(r) for r in out.response_ids], "one log-prob per response token"
     assert all(r[-1] in engine.eos_ids for r, cut in zip(out.response_ids, out.truncated) if not cut)
@@ -124,7 +124,7 @@ def test_sync_weights_makes_vllm_match_the_trainer(setup):
 def test_same_seed_same_rollout(setup):
     engine, model, _ = setup
     engine.sync_weights(model)
-    a, b = engine.generate(PROMPTS, n=G, seed=3), engine.generate(PROMPTS, n=G, seed=3)
+    a, b = rollout.generate(engine, PROMPTS, n=G, seed=3), rollout.generate(engine, PROMPTS, n=G, seed=3)
     assert a.response_ids == b.response_ids
     assert len(set(map(tuple, a.response_ids))) > 1  # the G responses of a group are not copies of one another
 
@@ -148,7 +148,7 @@ def test_zero3_weights_are_gathered_one_decoder_layer_at_a_time(monkeypatch, tin
 
     monkeypatch.setattr(deepspeed.zero, "GatheredParameters", fake_gather)
     streamed = []
-    for name, _ in rollout_vllm.policy_weights(model):
+    for name, _ in vllm_sampler.policy_weights(model):
         assert name in open_names, f"{name} was yielded outside its gather"
         streamed.append(name)
     assert streamed == [n for n, _ in model.named_parameters()]
@@ -171,7 +171,7 @@ def test_padded_vocab_mask_passes_both_model_runners_loaders():
         build_custom_logits_processors_params_validator,
     )
 
-    cls = rollout_vllm.mask_padded_vocab(5)
+    cls = vllm_sampler.mask_padded_vocab(5)
     assert issubclass(cls, V1)
     # the request states the V2 runner passes
     states = SimpleNamespace(device=torch.device("cpu"), max_num_reqs=4, vocab_size=8, all_token_ids=None,

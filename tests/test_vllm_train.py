@@ -5,7 +5,7 @@ Two 2-step runs of the real entry point on the tiny config with `rollout.backend
 subprocess started by a small driver written into tmp_path (the driver calls `train.main`; a
 vLLM engine cannot be shut down inside the pytest process). The generation batch is as large as
 the training batch, so any group dropped by dynamic sampling forces a second generation batch.
-The driver wraps `VLLMRollout.sync_weights`: after each call (one per step, before the step's
+The driver wraps `VLLMSampler.sync_weights`: after each call (one per step, before the step's
 rollouts) it compares, on one fixed prompt of the task, vLLM's greedy tokens with HF greedy
 decoding on the trainer's model, and vLLM's log-probs of sampled responses with the trainer's
 (`policy.response_logprobs`), and records both.
@@ -48,7 +48,7 @@ if __name__ == "__main__":  # vLLM may spawn workers, which import this file aga
 
 def compare_after_sync(engine, model, tokenizer, seed: int) -> dict:
     """vLLM against the trainer's model on PROBLEM: greedy tokens and log-probs of sampled responses."""
-    import data
+    from infra import data
 
     policy = getattr(model, "module", model)  # the HF model inside a DeepSpeed/DDP wrapper
     prompt = data.tokenize_prompt(tokenizer, data.build_messages(PROBLEM, "{problem}"), chat_template=True)
@@ -66,11 +66,11 @@ def train_with_sync_checks(record: str, stale: bool, argv: list[str]) -> None:
     """Run train.main(argv) with every sync_weights followed by compare_after_sync; write the
     comparisons to `record`."""
     import rollout
-    import rollout_vllm
+    from infra import vllm_sampler
     import train
 
     made, checks = {}, []
-    make_rollout, real_sync = rollout.make_rollout, rollout_vllm.VLLMRollout.sync_weights
+    make_rollout, real_sync = rollout.make_rollout, vllm_sampler.VLLMSampler.sync_weights
 
     def make_and_keep_tokenizer(rollout_cfg, model, tokenizer, max_model_len):
         made["tokenizer"] = tokenizer
@@ -83,7 +83,7 @@ def train_with_sync_checks(record: str, stale: bool, argv: list[str]) -> None:
         Path(record).write_text(json.dumps(checks))
 
     rollout.make_rollout = make_and_keep_tokenizer
-    rollout_vllm.VLLMRollout.sync_weights = sync_then_compare
+    vllm_sampler.VLLMSampler.sync_weights = sync_then_compare
     train.main(argv)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from logger import read_metrics
+from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]  # plain: no --config_file

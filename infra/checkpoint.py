@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from policy import hf_model, model_dir_problem
+from infra.policy import hf_model, model_dir_problem
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.pt"

@@ -24,7 +24,7 @@ from typing import Literal
 
 import yaml
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 class ConfigError(ValueError):

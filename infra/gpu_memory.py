@@ -15,7 +15,7 @@ on an 80 GiB card and 0.83 on a 141 GiB one.
 
 Choices, numbered:
 1. margin 3.5 GiB, CUDA context 2 GiB, reduce bucket 5e8 elements x b (DeepSpeed's default
-   reduce_bucket_size, which launch.py does not set): docs/gpu.md's assumptions, not measured.
+   reduce_bucket_size, which infra/launch.py does not set): docs/gpu.md's assumptions, not measured.
 2. `deepspeed.offload_optimizer: cpu` moves the master weights, Adam state and the gradient buffer
    to host memory (b x N / W stays); `offload_param: cpu` moves the parameter shard too.
 3. `deepspeed.zero_stage: 0`: every GPU holds the whole model, its gradient and torch's AdamW state

@@ -169,7 +169,7 @@ def launch_problems(cfg: config.Config, env, args, file: Path | None, gpus: int 
         steps = env.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS")
         if steps not in (None, "1"):
             notes.append(f"gradient_accumulation_steps {steps} ({source('gradient_accumulation_steps')}): train.py "
-                         "accumulates each mini-batch's micro-batches itself (launch.py choice 1)")
+                         "accumulates each mini-batch's micro-batches itself (infra/launch.py choice 1)")
     elif ds.zero_stage and file is not None:
         asked = "--multi_gpu" if args is not None and args.multi_gpu else f"`distributed_type` in {where}"
         notes.append(f"the launch asks for no DeepSpeed ({asked}): deepspeed.zero_stage {ds.zero_stage} decides, "

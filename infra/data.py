@@ -35,7 +35,7 @@ Choices, numbered:
    string or a number, handed on as str(answer). Anything else is an error, never a silent str().
 6. Micro-batches are filled by a token budget, not a fixed count: sequences sorted by length,
    longest first, and cut into runs whose size fits the budget: their sum when a micro-batch is
-   one packed row (the trainer, policy.py choice 5), count x longest when it is padded rows. On
+   one packed row (the trainer, infra/policy.py choice 5), count x longest when it is padded rows. On
    long-tailed reasoning-trace lengths padded rows stay little padded (bench/bench_padding.py);
    packed rows have none (bench/bench_packing.py).
 """
@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from data_files import (  # noqa: F401  (LOCAL_FORMATS, DataError, load_rows: re-exported for eval.py and train.py)
+from infra.readers import (  # noqa: F401  (LOCAL_FORMATS, DataError, load_rows: re-exported for eval.py and train.py)
     LOCAL_FORMATS,
     ArrowRows,
     DataError,

@@ -37,11 +37,11 @@ import math
 from pathlib import Path
 
 import config
-import data
-from data_files import ANSWER_FIX, PROBLEM_FIX
-from policy import is_hub_id
+from infra import data
+from infra.readers import ANSWER_FIX, PROBLEM_FIX
+from infra.policy import is_hub_id
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 BENCHMARKS = {  # name -> file in data/ (sources and answer formats: data/README.md)
     "aime24": "aime24.jsonl",
     "aime25": "aime25.jsonl",
@@ -124,7 +124,7 @@ def read_benchmark(name: str, problem_key: str = "problem", answer_key: str = "a
 
 def usable_problem(problem) -> bool:
     """A non-blank string, or a non-empty list of chat messages with non-blank string content
-    (as data_files.py checks)."""
+    (as infra/readers.py checks)."""
     if isinstance(problem, list):
         return bool(problem) and all(isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()
                                      for m in problem)
@@ -132,7 +132,7 @@ def usable_problem(problem) -> bool:
 
 
 def usable_answer(answer) -> bool:
-    """A non-blank string or a number (not a bool, not NaN), as data_files.py checks."""
+    """A non-blank string or a number (not a bool, not NaN), as infra/readers.py checks."""
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         return False
     return bool(answer.strip()) if isinstance(answer, str) else not (isinstance(answer, float) and math.isnan(answer))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-import advantage
+from infra import diagnostics
 
 # What the loss reports (loss.policy_loss's metrics, and "policy", the loss itself): summed over
 # micro-batches and ranks by train.accumulate_gradients, then divided by the named sum ("num_tokens":
@@ -157,7 +157,7 @@ def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool) -> d
             return {"ent": zeros[:, :2], "cov": zeros[:, 2:], "gap": 0.0, "gap_max": 0.0, "covered": 0}
         logp, entropy = (torch.cat([known[i][j] for i in ids]).float() for j in (0, 1))  # (N,), (N,)
         tok_adv = torch.cat([adv[i].expand(len(known[i][0])) for i in ids])  # (N,)
-        out = {"ent": advantage.entropy_sums_by_sign(entropy, tok_adv), "cov": advantage.covariance_sums(logp, tok_adv),
+        out = {"ent": diagnostics.entropy_sums_by_sign(entropy, tok_adv), "cov": diagnostics.covariance_sums(logp, tok_adv),
                "covered": len(logp)}
         if batch.rollout_logp is not None:
             diff = (logp - torch.tensor([x for i in ids for x in batch.rollout_logp[i]])).abs()  # (N,)
@@ -215,12 +215,12 @@ def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[flo
         "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
         "policy/entropy": lp["ent_sum"] / max(lp["tokens"], 1),
         "policy/entropy_coverage": sum(r["logp"]["covered"] for r in ranks) / max(lp["tokens"], 1),
-        **{f"policy/entropy_{k}": v for k, v in advantage.entropy_by_sign(lp["ent_by_sign"]).items()},
-        **{f"adv/{k}": v for k, v in advantage.advantage_stats(adv, reward, acc, regime_K).items()},
+        **{f"policy/entropy_{k}": v for k, v in diagnostics.entropy_by_sign(lp["ent_by_sign"]).items()},
+        **{f"adv/{k}": v for k, v in diagnostics.advantage_stats(adv, reward, acc, regime_K).items()},
         "sampling/gen_batches": gen_batches,
         "sampling/kept_frac": total("kept") / total("groups"),
         "sampling/gen_prompts": sum(ranks[0]["seen"]["sizes"]),
-        **{f"entropy_cov/{k}": v for k, v in advantage.entropy_covariance_from_sums(lp["cov"]).items()},
+        **{f"entropy_cov/{k}": v for k, v in diagnostics.entropy_covariance_from_sums(lp["cov"]).items()},
         **loss_metrics(upd, len(norms)),
         "optim/grad_norm": sum(norms) / len(norms),
         "optim/lr": lr,

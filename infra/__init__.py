@@ -1,0 +1,20 @@
+"""The plumbing under the six components (train, rollout, reward, advantage, loss, eval): loading,
+batching, the samplers, launching, checkpoints and logging. Nothing here imports a component, so a
+fork changes the algorithm at the root without reading this package.
+
+    policy.py         the policy and tokenizer loaded and checked; the log-prob forward DeepSpeed wraps
+                      (packed rows, the output layer in one call); equal pass counts on every rank
+    logprobs.py       log-probabilities and entropy of sampled tokens, chunked: no (B, T, V) fp32 tensor
+    data.py           prompts in, micro-batches out: the template, distinct rows, the resumable sampler,
+                      token-budget micro-batches
+    readers.py        reading and checking training and benchmark files (jsonl, json, parquet, hub sets)
+    evalsets.py       benchmarks without a model: read, tokenized, pass@k estimated, results written
+    hf_sampler.py     the HF sampler: the training model's own decoding loop, one prefill per prompt
+    vllm_sampler.py   the colocated vLLM sampler: sleep mode, one weight sync per step from ZeRO-3
+    launch.py         the accelerator: DeepSpeed ZeRO-3 from the config, launch checks, collective timeouts
+    gpu_memory.py     `rollout.gpu_memory_utilization: auto`: vLLM's share of the card
+    checkpoint.py     atomic, rotating, resumable checkpoints; a failed write in one line
+    config_loader.py  reading configs: `base:` inheritance, typed overrides, errors naming the key
+    diagnostics.py    the advantage's statistics, gate violations, entropy split by advantage sign
+    logger.py         every metric documented, one step's metrics from all ranks' sums, JSONL, wandb, plots
+"""
