@@ -31,7 +31,16 @@ from typing import Literal
 
 import yaml
 
-from infra.config_loader import ConfigError, all_keys, build, read_chain, resolve_path, set_override
+from infra.cli import one_line_errors
+from infra.config_checks import validate
+from infra.config_loader import (
+    ConfigError,  # noqa: F401 - re-exported: `from config import ConfigError`
+    all_keys,
+    build,
+    read_chain,
+    resolve_path,
+    set_override,
+)
 
 DAPO_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of the form "
@@ -274,106 +283,6 @@ class Config:
 
 
 # ----------------------------------------------------------------------------------------------
-# Cross-field checks.
-# ----------------------------------------------------------------------------------------------
-
-
-def validate(cfg: Config) -> Config:
-    """Reject what cannot run, naming the key and the fix; resolve derived values. Returns cfg."""
-    algo, rollout, trainer, optim, evaluation = cfg.algorithm, cfg.rollout, cfg.trainer, cfg.optim, cfg.eval
-
-    def need(ok: bool, msg: str):
-        if not ok:
-            raise ConfigError(msg)
-
-    import advantage  # its registry of baselines names the valid `algorithm.baseline` values
-
-    need(algo.baseline in advantage.BASELINES,
-         f"config key `algorithm.baseline` must be one of {sorted(advantage.BASELINES)}, got {algo.baseline!r}")
-    for key, K in (("algorithm.K", algo.K), ("algorithm.regime_K", algo.regime_K)):
-        need(K is None or 0.0 < K < 1.0, f"config key `{key}` must be null or strictly between 0 and 1, got {K}")
-    if algo.baseline == "quantile":
-        need(algo.K is not None, "config key `algorithm.K` must be set (0 < K < 1) for the quantile baseline; "
-             "for the group mean set `algorithm.baseline: mean`")
-    else:
-        need(algo.K is None, f"config key `algorithm.K` ({algo.K}) is only used by the quantile baseline; "
-             f"with `algorithm.baseline: {algo.baseline}` set it to null")
-        need(algo.adv_mask == "none", f"config key `algorithm.adv_mask` ({algo.adv_mask}) masks the quantile baseline's "
-             "regimes (paper section 5.3); it needs `algorithm.baseline: quantile`")
-    need(algo.quantile_of == "shaped" or algo.adv_mask == "none",
-         f"config key `algorithm.quantile_of: verdict` takes the baseline over the verifier's scores, but "
-         f"`algorithm.adv_mask: {algo.adv_mask}` sets each response's baseline from the class rewards itself; "
-         "use one of the two")
-    if algo.regime_K is None:  # resolved here, so the saved config says what was used
-        algo.regime_K = algo.K if algo.K is not None else 0.4
-    need(rollout.n >= 2, f"config key `rollout.n` must be >= 2 for a group baseline, got {rollout.n}")
-    for key in ("train_batch_size", "mini_batch_size", "ppo_epochs", "total_steps", "micro_batch_max_tokens"):
-        need(getattr(trainer, key) >= 1, f"config key `trainer.{key}` must be >= 1, got {getattr(trainer, key)}")
-    need(
-        trainer.train_batch_size % trainer.mini_batch_size == 0,
-        f"config key `trainer.mini_batch_size` ({trainer.mini_batch_size}) must divide "
-        f"`trainer.train_batch_size` ({trainer.train_batch_size})",
-    )
-    if algo.dynamic_sampling:
-        need(trainer.gen_batch_size is None or trainer.gen_batch_size >= 1,
-             f"config key `trainer.gen_batch_size` must be >= 1, got {trainer.gen_batch_size}")
-    else:
-        need(
-            trainer.gen_batch_size in (None, trainer.train_batch_size),
-            f"config key `trainer.gen_batch_size` ({trainer.gen_batch_size}) is only used with dynamic sampling; "
-            "set it to null or to trainer.train_batch_size",
-        )
-    for key, value in (("data.max_prompt_len", cfg.data.max_prompt_len), ("rollout.max_response_len", rollout.max_response_len)):
-        need(value >= 1, f"config key `{key}` must be a positive length, got {value}")
-    need(
-        trainer.micro_batch_max_tokens >= cfg.data.max_prompt_len + rollout.max_response_len,
-        f"config key `trainer.micro_batch_max_tokens` ({trainer.micro_batch_max_tokens}) must hold one full sequence, "
-        f"data.max_prompt_len + rollout.max_response_len = {cfg.data.max_prompt_len + rollout.max_response_len}",
-    )
-    need(cfg.deepspeed.zero_stage == 0 or cfg.model.dtype != "float64",
-         "config key `model.dtype` float64 is for exactness tests without DeepSpeed; set deepspeed.zero_stage=0")
-    need(trainer.logprob_chunk_tokens is None or trainer.logprob_chunk_tokens >= 1,
-         f"config key `trainer.logprob_chunk_tokens` must be null or >= 1, got {trainer.logprob_chunk_tokens}")
-    need(
-        0 <= cfg.reward.overlong_buffer_len < rollout.max_response_len,
-        f"config key `reward.overlong_buffer_len` must be in [0, rollout.max_response_len = {rollout.max_response_len}), "
-        f"got {cfg.reward.overlong_buffer_len}",
-    )
-    need(cfg.reward.timeout_s > 0, f"config key `reward.timeout_s` must be > 0, got {cfg.reward.timeout_s}")
-    need(cfg.reward.workers is None or cfg.reward.workers >= 1, f"config key `reward.workers` must be null or >= 1, got {cfg.reward.workers}")
-    need(rollout.temperature > 0, f"config key `rollout.temperature` must be > 0, got {rollout.temperature}")
-    need(0 < rollout.top_p <= 1, f"config key `rollout.top_p` must be in (0, 1], got {rollout.top_p}")
-    need(rollout.top_k == -1 or rollout.top_k >= 1, f"config key `rollout.top_k` must be -1 (off) or >= 1, got {rollout.top_k}")
-    need(rollout.gpu_memory_utilization == "auto" or 0 < rollout.gpu_memory_utilization < 1,
-         f"config key `rollout.gpu_memory_utilization` must be in (0, 1) or auto, got {rollout.gpu_memory_utilization}")
-    need(trainer.collective_timeout_min > 0,
-         f"config key `trainer.collective_timeout_min` must be > 0 minutes, got {trainer.collective_timeout_min}")
-    need(rollout.max_num_seqs >= 1, f"config key `rollout.max_num_seqs` must be >= 1, got {rollout.max_num_seqs}")
-    need(0 < algo.clip_eps_low < 1, f"config key `algorithm.clip_eps_low` must be in (0, 1), got {algo.clip_eps_low}")
-    need(algo.clip_eps_high > 0, f"config key `algorithm.clip_eps_high` must be > 0, got {algo.clip_eps_high}")
-    need(algo.clip_c > 1, f"config key `algorithm.clip_c` must be > 1, got {algo.clip_c}")
-    need(algo.max_num_gen_batches >= 1, f"config key `algorithm.max_num_gen_batches` must be >= 1, got {algo.max_num_gen_batches}")
-    need(optim.lr >= 0 and optim.weight_decay >= 0 and optim.warmup_steps >= 0,
-         "config keys `optim.lr`, `optim.weight_decay`, `optim.warmup_steps` must be >= 0")
-    need(optim.grad_clip > 0, f"config key `optim.grad_clip` must be > 0, got {optim.grad_clip}")
-    need(all(0 <= b < 1 for b in optim.betas), f"config key `optim.betas` must be two numbers in [0, 1), got {list(optim.betas)}")
-    need(evaluation.every >= 0, f"config key `eval.every` must be >= 0 (0 = off), got {evaluation.every}")
-    need(evaluation.n >= 1 and 0 < evaluation.top_p <= 1 and evaluation.temperature > 0,
-         "config keys `eval.n` >= 1, `eval.top_p` in (0, 1], `eval.temperature` > 0")
-    need(evaluation.limit is None or evaluation.limit >= 1, f"config key `eval.limit` must be null or >= 1, got {evaluation.limit}")
-    need(evaluation.max_tokens is None or evaluation.max_tokens >= 1,
-         f"config key `eval.max_tokens` must be null or >= 1, got {evaluation.max_tokens}")
-    need(rollout.prompts_per_call >= 0, f"config key `rollout.prompts_per_call` must be >= 0 (0 = all at once), got {rollout.prompts_per_call}")
-    need(algo.tis_cap is None or algo.tis_cap >= 1, f"config key `algorithm.tis_cap` must be null (off) or >= 1, got {algo.tis_cap}")
-    need(trainer.save_every >= 0 and trainer.keep_last >= 1, "config keys `trainer.save_every` must be >= 0 and `trainer.keep_last` >= 1")
-    need("{problem}" in cfg.data.prompt_template, "config key `data.prompt_template` must contain `{problem}`")
-    sample = cfg.logging.entropy_sample
-    need(0 < sample <= 1 or (sample > 1 and float(sample).is_integer()), "config key `logging.entropy_sample` must be "
-         f"a fraction in (0, 1] or a whole number of responses > 1, got {sample}")
-    return cfg
-
-
-# ----------------------------------------------------------------------------------------------
 # Loading, dumping, the command line.
 # ----------------------------------------------------------------------------------------------
 
@@ -386,7 +295,9 @@ def from_dict(data: dict | None, overrides: list[str] = (), origin: dict | None 
     keys = all_keys(Config)
     for item in overrides:
         set_override(data, item, keys, origin)
-    return validate(build(Config, data, origin))
+    import advantage  # its registry of baselines names the valid `algorithm.baseline` values
+
+    return validate(build(Config, data, origin), advantage.BASELINES)
 
 
 def load(name: str, overrides: list[str] = ()) -> Config:
@@ -410,18 +321,6 @@ def dump(cfg: Config) -> str:
 def loads(text: str) -> Config:
     """Inverse of `dump`."""
     return from_dict(yaml.safe_load(text))
-
-
-def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """A bad command line ends like every other bad input: one `error:` line and exit code 2 (argparse
-    would print its usage first)."""
-
-    def error(message: str):
-        print(f"error: {message} (see {parser.prog} --help)", file=sys.stderr)
-        sys.exit(2)
-
-    parser.error = error
-    return parser
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:

@@ -61,12 +61,14 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from infra import checkpoint
 import config
-from infra import gpu_memory
 import reward
 import rollout
-from infra.evalsets import (  # noqa: F401 - EvalError, Problem, load_benchmark, pass_at_k: re-exported for train.py and forks
+from config import ConfigError
+from infra import checkpoint, gpu_memory
+from infra.cli import one_line_errors
+from infra.data import DataError
+from infra.evalsets import (  # noqa: F401 - EvalError, Problem, load_benchmark, pass_at_k: re-exported
     BENCHMARKS,
     EvalError,
     Problem,
@@ -82,8 +84,6 @@ from infra.evalsets import (  # noqa: F401 - EvalError, Problem, load_benchmark,
     tokenize_problems,
     write_outputs,
 )
-from config import ConfigError
-from infra.data import DataError
 from infra.policy import ModelError, check_model, load_policy, load_tokenizer
 
 SAMPLING = {  # choice 1: (temperature, top_p)
@@ -138,7 +138,8 @@ def sample_shard(engine, tokenizer, problems: list[Problem], indices: list[int],
     bar = tqdm(total=real, desc=desc, disable=not progress, dynamic_ncols=True)
     for b0 in range(0, len(indices), batch_size):
         batch = indices[b0 : b0 + batch_size]
-        out = rollout.generate(engine, [problems[i].prompt_ids for i in batch], n=n, seed=seed + batch[0] * n)  # choice 2
+        prompt_ids = [problems[i].prompt_ids for i in batch]
+        out = rollout.generate(engine, prompt_ids, n=n, seed=seed + batch[0] * n)  # choice 2
         texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)  # (len(batch) * n), prompt-major
         for k, (ids, text) in enumerate(zip(out.response_ids, texts)):
             pos = b0 + k // n
@@ -221,7 +222,7 @@ def periodic_eval(cfg: config.Config, accelerator, engine, tokenizer, eval_sets:
 def parse_args(argv=None) -> argparse.Namespace:
     """The flags as given; a setting left out is None here and comes from the config (resolve_args)."""
     p = argparse.ArgumentParser(description="pass@k of a model on math benchmarks (see the module docstring).")
-    config.one_line_errors(p)  # a bad flag is one `error:` line, exit code 2
+    one_line_errors(p)  # a bad flag is one `error:` line, exit code 2
     p.add_argument("--config", help="YAML file or bare name in configs/: its `eval` section gives the defaults of the "
                                     "flags below; also prompt and chat template, rollout backend, model (default: a "
                                     "checkpoint's own run config.yaml, else config.py's defaults, "

@@ -93,7 +93,8 @@ def token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts
     return torch.full_like(lengths, 1.0 / counts.tokens)  # (B,)
 
 
-def group_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts: MiniBatchCounts) -> torch.Tensor:
+def group_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor,
+                             counts: MiniBatchCounts) -> torch.Tensor:
     """w_i = 1 / (groups in the mini-batch * tokens of i's group): the paper's equation (copied from
     DAPO's): Z = the total token count of the prompt's group of G responses, inside the mean over
     prompts. A token of a group of short responses weighs more than one of a group of long ones.
@@ -104,7 +105,8 @@ def group_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, 
     return 1.0 / (counts.groups * group_tokens)  # (B,)
 
 
-def seq_mean_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts: MiniBatchCounts) -> torch.Tensor:
+def seq_mean_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor,
+                                counts: MiniBatchCounts) -> torch.Tensor:
     """w_i = 1 / (responses * |o_i|): GRPO's original mean over each response's tokens, then over responses.
 
     >>> seq_mean_token_mean_weights(torch.tensor([2., 4., 3.]), torch.tensor([6., 6., 3.]), MiniBatchCounts(9, 3, 2))
@@ -113,7 +115,8 @@ def seq_mean_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tenso
     return 1.0 / (counts.sequences * lengths.clamp(min=1))  # (B,)
 
 
-def seq_mean_token_sum_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts: MiniBatchCounts) -> torch.Tensor:
+def seq_mean_token_sum_weights(lengths: torch.Tensor, group_tokens: torch.Tensor,
+                               counts: MiniBatchCounts) -> torch.Tensor:
     """w_i = 1 / responses: each response's token sum, averaged over responses (Dr. GRPO style).
 
     >>> seq_mean_token_sum_weights(torch.tensor([2., 4., 3.]), torch.tensor([6., 6., 3.]), MiniBatchCounts(9, 3, 2))

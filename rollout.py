@@ -5,7 +5,8 @@ dynamic sampling, pooled over ranks and dealt as this rank's share of the traini
     engine.sync_weights(model)                       # once per step: the policy's current weights
     out = generate(engine, prompt_ids, n=G, seed=s)  # -> Rollout, prompt-major; any number of calls
     engine.sleep()                                   # once per step, before the update
-    batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate)
+    batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step,
+                                                    keep_rate)       # one step's batch, this rank's share
 
 The samplers live in infra/: "hf" (infra/hf_sampler.py) draws from the training model itself; "vllm"
 (infra/vllm_sampler.py) is a colocated engine with its own copy of the weights, which
@@ -34,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 
@@ -162,7 +163,8 @@ class Batch(PerToken):
         G = len(groups[0].response_ids)
         responses = [r for g in groups for r in g.response_ids]
         return Batch([g.prompt_ids for g in groups for _ in range(G)], responses,
-                     tokenizer.batch_decode(responses, skip_special_tokens=True), [g.answer for g in groups for _ in range(G)],
+                     tokenizer.batch_decode(responses, skip_special_tokens=True),
+                     [g.answer for g in groups for _ in range(G)],
                      torch.stack([g.reward for g in groups]), torch.stack([g.acc for g in groups]),
                      torch.stack([g.penalty for g in groups]), **PerToken.joined(groups))
 
@@ -179,7 +181,8 @@ class KeepRate:
         self.kept, self.generated = 0.9 * self.kept + kept, 0.9 * self.generated + generated
 
     def batch_size(self, needed: int, cap: int, world: int) -> int:
-        """Prompts to generate for `needed` more groups: needed / rate + 25%, within [needed, cap], a multiple of world."""
+        """Prompts to generate for `needed` more groups: needed / rate + 25%, within [needed, cap], a multiple
+        of world."""
         if not self.generated:
             return cap
         want = math.ceil(1.25 * needed / max(self.kept / self.generated, 0.05))
@@ -190,7 +193,9 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
     """Generate, score and filter until `train_batch_size` groups with mixed correctness exist over
     all ranks; returns this rank's share (choice 1), what was generated, and timings."""
     trainer, G, world, rank = cfg.trainer, cfg.rollout.n, accelerator.num_processes, accelerator.process_index
-    gen_size = (trainer.gen_batch_size or trainer.train_batch_size) if cfg.algorithm.dynamic_sampling else trainer.train_batch_size
+    gen_size = trainer.train_batch_size
+    if cfg.algorithm.dynamic_sampling:
+        gen_size = trainer.gen_batch_size or trainer.train_batch_size
     adaptive = keep_rate is not None and trainer.adaptive_gen_batch and cfg.algorithm.dynamic_sampling
     kept: list[list[Group]] = []  # per generation batch, this rank's kept groups
     counts: list[list[int]] = []  # per generation batch, every rank's number of kept groups
@@ -217,7 +222,9 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
         reward_pg = torch.tensor(shaped, dtype=torch.float32).view(len(group), G)  # (P, G)
         acc_pg = torch.tensor([r.acc for r in results]).view(len(group), G)  # (P, G)
         penalty_pg = torch.tensor(penalty, dtype=torch.float32).view(len(group), G)  # (P, G)
-        keep = advantage.dynamic_sampling_keep(acc_pg) if cfg.algorithm.dynamic_sampling else torch.ones(len(group), dtype=torch.bool)
+        keep = torch.ones(len(group), dtype=torch.bool)  # (P,)
+        if cfg.algorithm.dynamic_sampling:
+            keep = advantage.dynamic_sampling_keep(acc_pg)  # (P,) mixed correctness
         rows = lambda i: slice(i * G, (i + 1) * G)  # noqa: E731  the responses of prompt i
         kept.append([Group(group[i].prompt_ids, group[i].answer, out.response_ids[rows(i)], reward_pg[i], acc_pg[i],
                            penalty_pg[i], **out.per_token(rows(i)))
@@ -237,8 +244,10 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
     else:
         raise DynamicSamplingError(
             f"dynamic sampling kept {sum(map(sum, counts))} of {sum(seen['sizes'])} prompt groups after "
-            f"{cfg.algorithm.max_num_gen_batches} generation batches, fewer than the {trainer.train_batch_size} needed: every "
-            "other group was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or trainer.gen_batch_size, lower "
+            f"{cfg.algorithm.max_num_gen_batches} generation batches, fewer than the {trainer.train_batch_size} "
+            "needed: "
+            "every other group was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or "
+            "trainer.gen_batch_size, lower "
             "trainer.train_batch_size, or check the reward on a few completions."
         )
     return Batch.of(deal_groups(cfg, accelerator, kept, counts), tokenizer), seen, gen_batch, times
@@ -264,13 +273,15 @@ def deal_groups(cfg, accelerator, kept: list[list[Group]], counts: list[list[int
 
         mine = gather_object([(pos, to_wire(group)) for pos, group in mine])  # every rank's, on every rank
         mine = [(pos, from_wire(wire)) for pos, wire in mine]
-    return [group for pos, group in sorted(mine, key=lambda x: x[0]) if (pos % trainer.mini_batch_size) // per_rank == rank]
+    return [group for pos, group in sorted(mine, key=lambda x: x[0])
+            if (pos % trainer.mini_batch_size) // per_rank == rank]
 
 
 def to_wire(group: Group) -> dict:
     """A group as a few tensors, which pickle compactly for the all-gather."""
     wire = {"prompt": torch.tensor(group.prompt_ids, dtype=torch.int32), "answer": group.answer,
-            "lens": torch.tensor([len(r) for r in group.response_ids]), "reward": group.reward, "acc": group.acc, "penalty": group.penalty,
+            "lens": torch.tensor([len(r) for r in group.response_ids]), "reward": group.reward, "acc": group.acc,
+            "penalty": group.penalty,
             "tokens": torch.tensor([t for r in group.response_ids for t in r], dtype=torch.int32)}
     for name in PER_TOKEN_FIELDS:
         if getattr(group, name) is not None:
@@ -280,7 +291,8 @@ def to_wire(group: Group) -> dict:
 
 def from_wire(wire: dict) -> Group:
     splits = lambda flat: [part.tolist() for part in flat.split(wire["lens"].tolist())]  # noqa: E731
-    return Group(wire["prompt"].tolist(), wire["answer"], splits(wire["tokens"]), wire["reward"], wire["acc"], wire["penalty"],
+    return Group(wire["prompt"].tolist(), wire["answer"], splits(wire["tokens"]), wire["reward"], wire["acc"],
+                 wire["penalty"],
                  **{name: splits(wire[name]) for name in PER_TOKEN_FIELDS if name in wire})
 
 

@@ -66,96 +66,20 @@ import torch
 from tqdm import tqdm
 
 import advantage
-from infra import checkpoint
 import config
-from infra import data
-from infra import gpu_memory
 import loss
 import rollout
-from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 from config import ConfigError
-from infra.data import DataError
 from eval import EvalError, load_eval_sets, periodic_eval
-from infra.launch import check_hardware, check_launch, make_accelerator, report_timeouts, stop
+from infra import checkpoint, data, gpu_memory
+from infra.data import DataError
+from infra.launch import check_hardware, check_launch, check_world, make_accelerator, report_timeouts, stop
 from infra.logger import MetricsLogger, entropy_sample, logprob_sums, step_metrics
 from infra.policy import ModelError, Policy, check_model, load_policy, load_tokenizer, plan_passes, response_logprobs
+from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 
 # ----------------------------------------------------------------------------------------------
-# Setup
-# ----------------------------------------------------------------------------------------------
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="DAPO + QAE trainer")
-    config.add_cli_args(parser)
-    parser.add_argument("--resume", nargs="?", const="latest", default=None,
-                        help="continue from the latest checkpoint in trainer.output_dir, or from a checkpoint path")
-    return parser.parse_args(argv)
-
-
-def resolve_resume(resume: str | None, output_dir: Path, world: int = 1) -> Path | None:
-    """The checkpoint to resume from, checked whole before anything loads; refuse to mix a new run
-    into an old run's directory."""
-    found = checkpoint.newest(output_dir)  # complete or damaged: a damaged one is named, not skipped
-    no_checkpoint = (f"trainer.output_dir `{output_dir}` holds an earlier run's metrics.jsonl but no checkpoint (that run "
-                     f"stopped before its first save), so nothing can be resumed; delete `{output_dir}` to start over, "
-                     "or set trainer.output_dir to a new directory")
-    if resume is None:
-        if found is not None:
-            raise ConfigError(f"trainer.output_dir `{output_dir}` already holds checkpoints up to {found.name}; pass --resume "
-                              "to continue that run, or set trainer.output_dir to a new directory")
-        if (output_dir / "metrics.jsonl").exists():
-            raise ConfigError(no_checkpoint)
-        return None
-    if resume == "latest":
-        if found is None:
-            raise ConfigError(f"--resume: {no_checkpoint}" if (output_dir / "metrics.jsonl").exists() else
-                              f"--resume: no checkpoint in `{output_dir / checkpoint.CHECKPOINTS}`; run without --resume "
-                              "to start a new run")
-        path = found
-    else:
-        path = Path(resume)
-        if not (path / checkpoint.STATE_FILE).is_file() and not (path / "model").is_dir():
-            raise ConfigError(f"--resume `{resume}` is not a checkpoint directory (no {checkpoint.STATE_FILE})")
-    problem = checkpoint.problem(path)
-    if problem:
-        previous = checkpoint.earlier(path)
-        fix = (f"resume from the previous checkpoint with `--resume {previous}`" if previous else
-               "there is no earlier checkpoint; set trainer.output_dir to a new directory to start over")
-        raise ConfigError(f"--resume: checkpoint `{path}` is damaged: {problem}; {fix}")
-    if checkpoint.world_size(path) != world:
-        raise ConfigError(f"--resume: checkpoint `{path}` was written by {checkpoint.world_size(path)} processes; "
-                          f"resume it with as many (this launch has {world})")
-    return path
-
-
-def check_world(cfg: config.Config, world: int) -> None:
-    """Batch sizes must split evenly over the data-parallel processes."""
-    trainer = cfg.trainer
-    for key in ("train_batch_size", "mini_batch_size"):
-        if getattr(trainer, key) % world:
-            raise ConfigError(f"config key `trainer.{key}` ({getattr(trainer, key)}) must be divisible by the {world} processes")
-    gen = trainer.gen_batch_size or trainer.train_batch_size
-    if gen % world:
-        raise ConfigError(f"config key `trainer.gen_batch_size` ({gen}) must be divisible by the {world} processes")
-
-
-def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int):
-    """Linear warmup, then constant or cosine to 0, stepped once per optimizer step."""
-
-    def factor(i: int) -> float:
-        if i < optim_cfg.warmup_steps:
-            return (i + 1) / optim_cfg.warmup_steps
-        if optim_cfg.lr_schedule == "cosine":
-            progress = (i - optim_cfg.warmup_steps) / max(1, total_updates - optim_cfg.warmup_steps)
-            return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-        return 1.0
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-# ----------------------------------------------------------------------------------------------
-# Steps 5-6: log-probs of responses, gradient passes, optimizer step
+# Steps 5-6: old log-probs, gradient passes, optimizer step
 # ----------------------------------------------------------------------------------------------
 
 
@@ -191,7 +115,8 @@ def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id:
     passes = plan_passes(micro, accelerator, 0, at_least_one=False)
     known = {}
     for p in passes:
-        logp, entropy, _ = response_logprobs(model, [batch.prompt_ids[i] for i in p.ids], [batch.response_ids[i] for i in p.ids],
+        logp, entropy, _ = response_logprobs(model, [batch.prompt_ids[i] for i in p.ids],
+                                             [batch.response_ids[i] for i in p.ids],
                                              cfg.rollout.temperature, pad_id, cfg.trainer.logprob_chunk_tokens)
         for row, i in enumerate(p.ids if p.weight else []):
             n = len(batch.response_ids[i])
@@ -199,26 +124,31 @@ def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id:
     return known, len(passes) - len(micro)
 
 
-def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict, idx: list[int], pad_id: int) -> dict:
+def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict, idx: list[int],
+                         pad_id: int) -> tuple[dict, dict]:
     """Forward and backward the loss of one mini-batch (responses `idx`, whole groups) over
-    micro-batches; returns this rank's sums for the metrics (generic: whatever the loss reports).
+    micro-batches. Returns this rank's sums for the metrics (generic: whatever the loss reports)
+    and `fresh`, {response: (logp, entropy)} for the responses missing from `known`.
 
     `known`: {response: (logp, entropy)} under the sampling-time policy. A response missing from
     it is in the first mini-batch, whose policy has not moved: its old log-probs are this
-    forward's, detached, and are added to `known` (choice 10). The normaliser's counts cover every
+    forward's, detached, returned in `fresh` (choice 10). The normaliser's counts cover every
     response token of the mini-batch on every rank, zero-advantage responses included, so
     skipping those (choice 1) changes no gradient.
     """
     algo, G = cfg.algorithm, cfg.rollout.n
     lengths = torch.tensor([float(len(batch.response_ids[i])) for i in idx])  # (B,)
     group_tokens = lengths.view(-1, G).sum(1).repeat_interleave(G)  # (B,) tokens of each response's group
-    totals = accelerator.reduce(torch.tensor([lengths.sum().item(), len(idx), len(idx) / G], device=accelerator.device), "sum")
-    weight_of = dict(zip(idx, loss.AGGREGATIONS[algo.loss_agg](lengths, group_tokens, loss.MiniBatchCounts(*totals.tolist()))))
+    totals = accelerator.reduce(torch.tensor([lengths.sum().item(), len(idx), len(idx) / G], device=accelerator.device),
+                                "sum")  # the whole mini-batch's tokens, responses and groups, over every rank
+    counts = loss.MiniBatchCounts(*totals.tolist())
+    weight_of = dict(zip(idx, loss.AGGREGATIONS[algo.loss_agg](lengths, group_tokens, counts)))
     active = [i for i in idx if adv[i] != 0] if cfg.trainer.sparse_update else list(idx)
     micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)
     passes = plan_passes(micro, accelerator, idx[0])
     sums = {"seq_tokens": 0.0, "policy": 0.0, "micro_batches": len(micro),
             "fillers": len(passes) - len(micro), "mini_tokens": float(lengths.sum())}
+    fresh = {}  # the first mini-batch's old log-probs: this forward's, detached (choice 10)
     for k, p in enumerate(passes):
         ids = p.ids
         logp, entropy, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids],
@@ -227,8 +157,9 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict
         for row, i in enumerate(ids if p.weight else []):
             if i not in known:  # the first mini-batch: the sampling-time policy is the current one
                 n = len(batch.response_ids[i])
-                known[i] = (logp[row, :n].detach().float().cpu(), entropy[row, :n].detach().float().cpu())
-        old_logp = data.right_pad_float([known[i][0] if i in known else logp[row].detach().cpu()  # a filler's old: anything
+                fresh[i] = (logp[row, :n].detach().float().cpu(), entropy[row, :n].detach().float().cpu())
+        old = known | fresh
+        old_logp = data.right_pad_float([old[i][0] if i in old else logp[row].detach().cpu()  # a filler's old: anything
                                          for row, i in enumerate(ids)])[0].to(logp.device)  # (B, R)
         is_weight = None
         if algo.tis_cap is not None and batch.rollout_logp is not None:
@@ -237,8 +168,8 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict
         weight = torch.stack([weight_of[i] for i in ids]).to(logp.device)  # (B,)
         policy_loss, metrics = loss.policy_loss(logp, old_logp, adv[ids].to(logp.device), mask, weight,
                                                 algo.clip_eps_low, algo.clip_eps_high, algo.clip_c, is_weight)
-        accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the mini-batch's last pass only
-        accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' gradients are averaged
+        accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the last pass only
+        accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' grads are averaged
         if p.weight:
             sums["seq_tokens"] += sum(len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids)  # no padding
             sums["policy"] += policy_loss.item()
@@ -247,7 +178,7 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict
                 reduce = min if key.endswith("_min") else max if key.endswith("_max") else lambda a, b: a + b
                 sums[key] = reduce(sums[key], value) if key in sums else value
     accelerator.sync_gradients = True
-    return sums  # combined over ranks and mini-batches in logger.step_metrics
+    return sums, fresh  # sums: combined over ranks and mini-batches in logger.step_metrics
 
 
 def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float, bool]:
@@ -262,20 +193,41 @@ def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float
     return grad_norm, applied
 
 
+def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int):
+    """Linear warmup, then constant or cosine to 0, stepped once per optimizer step."""
+
+    def factor(i: int) -> float:
+        if i < optim_cfg.warmup_steps:
+            return (i + 1) / optim_cfg.warmup_steps
+        if optim_cfg.lr_schedule == "cosine":
+            progress = (i - optim_cfg.warmup_steps) / max(1, total_updates - optim_cfg.warmup_steps)
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
 # ----------------------------------------------------------------------------------------------
-# The loop
+# Setup: every input checked before the model loads, then the models, the optimizer and the sampler
 # ----------------------------------------------------------------------------------------------
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
-    cfg = config.from_cli(args)
-    out_dir = Path(cfg.trainer.output_dir)
-    try:  # every check that can fail on input runs here, before the model loads
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="DAPO + QAE trainer")
+    config.add_cli_args(parser)
+    parser.add_argument("--resume", nargs="?", const="latest", default=None,
+                        help="continue from the latest checkpoint in trainer.output_dir, or from a checkpoint path")
+    return parser.parse_args(argv)
+
+
+def check_inputs(cfg: config.Config, resume: str | None):
+    """Every check that can fail on input, before the model loads: one line and exit code 2 on a bad one.
+    Returns the model path, tokenizer, training prompts, evaluation sets and the checkpoint to resume."""
+    try:
         check_hardware(cfg)
         check_launch(cfg)
         world = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch / torchrun
-        resume_dir = resolve_resume(args.resume, out_dir, world)
+        resume_dir = checkpoint.resume_from(resume, Path(cfg.trainer.output_dir), world)
         check_world(cfg, world)
         model_path = str(resume_dir / "model") if resume_dir else cfg.model.name_or_path
         if not resume_dir:  # a checkpoint's model/ was checked with the rest of it
@@ -286,122 +238,132 @@ def main(argv=None) -> None:
         cfg.rollout.gpu_memory_utilization = gpu_memory.resolve(cfg, model_path, world)  # `auto` sized from the card
     except (ConfigError, DataError, EvalError, ModelError, OSError) as e:
         stop(str(e))  # one line on rank 0 (every process fails alike), exit code 2
+    print(f"{len(prompts)} prompt rows, {prompts.num_unique} distinct ({prompts.dropped_rows} rows, "
+          f"{prompts.dropped_unique} distinct, dropped as longer than {cfg.data.max_prompt_len} tokens)",
+          file=sys.stderr)
+    return model_path, tokenizer, prompts, eval_sets, resume_dir
+
+
+def build(cfg: config.Config, model_path: str, tokenizer, accelerator):
+    """The policy (HF weights), its optimizer and schedule, the rollout engine (before prepare: vLLM
+    profiles memory first), and the policy prepared by accelerate (DeepSpeed's engine under ZeRO-3)."""
+    trainer = cfg.trainer
+    updates_per_step = trainer.ppo_epochs * (trainer.train_batch_size // trainer.mini_batch_size)
+    policy = load_policy(cfg.model, model_path)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas,
+                                  weight_decay=cfg.optim.weight_decay)
+    scheduler = make_scheduler(optimizer, cfg.optim, trainer.total_steps * updates_per_step)
+    max_model_len = cfg.data.max_prompt_len + cfg.rollout.max_response_len
+    rollout_engine = rollout.make_rollout(cfg.rollout, policy, tokenizer, max_model_len)
+    policy_engine, optimizer = accelerator.prepare(Policy(policy), optimizer)  # the log-prob forward runs through it
+    report_timeouts(cfg)  # every process group exists now: the timeout each holds
+    return policy, policy_engine, optimizer, scheduler, rollout_engine
+
+
+# ----------------------------------------------------------------------------------------------
+# The loop
+# ----------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    cfg = config.from_cli(args)
+    model_path, tokenizer, prompts, eval_sets, resume_dir = check_inputs(cfg, args.resume)
     from accelerate.utils import gather_object, set_seed
 
     accelerator = make_accelerator(cfg)  # before the model loads: ZeRO-3 partitions it as it loads
     set_seed(cfg.trainer.seed)
-    trainer, G = cfg.trainer, cfg.rollout.n
-
-    # Derived values, all in one place.
-    updates_per_step = trainer.ppo_epochs * (trainer.train_batch_size // trainer.mini_batch_size)
+    trainer, algo, G, out_dir = cfg.trainer, cfg.algorithm, cfg.rollout.n, Path(cfg.trainer.output_dir)
     mini_share = trainer.mini_batch_size // accelerator.num_processes  # prompts per rank per optimizer step
-    max_model_len = cfg.data.max_prompt_len + cfg.rollout.max_response_len
-
-    hf = load_policy(cfg.model, model_path)
-    optimizer = torch.optim.AdamW(hf.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
-    scheduler = make_scheduler(optimizer, cfg.optim, trainer.total_steps * updates_per_step)
-    engine = rollout.make_rollout(cfg.rollout, hf, tokenizer, max_model_len)  # before prepare: vLLM profiles memory first
-    model, optimizer = accelerator.prepare(Policy(hf), optimizer)  # the log-prob forward runs through the engine
-    report_timeouts(cfg)  # every process group exists now: the timeout each holds
-    sampler = data.PromptSampler(len(prompts), trainer.seed, cfg.data.shuffle)
-    keep_rate = KeepRate()
-    start_step = 0
+    policy, policy_engine, optimizer, scheduler, rollout_engine = build(cfg, model_path, tokenizer, accelerator)
+    prompt_sampler = data.PromptSampler(len(prompts), trainer.seed, cfg.data.shuffle)
+    keep_rate, start_step = KeepRate(), 0
     if resume_dir:
         state = checkpoint.load_state(resume_dir, accelerator, optimizer, scheduler)
-        sampler.load_state_dict(state["sampler"])
-        keep_rate = KeepRate(**state.get("keep_rate", {}))
-        start_step = state["step"]
-    if accelerator.is_main_process:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "config.yaml").write_text(config.dump(cfg))
-    logger = MetricsLogger(out_dir, config.as_dict(cfg), start_step if resume_dir else None, accelerator.is_main_process, cfg.logging)
-    print(f"{len(prompts)} prompt rows, {prompts.num_unique} distinct ({prompts.dropped_rows} rows, {prompts.dropped_unique} distinct, "
-          f"dropped as longer than {cfg.data.max_prompt_len} tokens); "
-          f"{updates_per_step} optimizer steps per training step; starting at step {start_step}", file=sys.stderr)
+        prompt_sampler.load_state_dict(state["sampler"])
+        keep_rate, start_step = KeepRate(**state.get("keep_rate", {})), state["step"]
+    logger = MetricsLogger(out_dir, cfg, start_step if resume_dir else None, accelerator.is_main_process)
 
-    def evaluate(trained_steps: int) -> dict:  # choice 9: on the weights the sampler holds now
+    def evaluate(trained_steps: int) -> dict:  # choice 9: on the weights the rollout engine holds now
         t0 = time.perf_counter()
-        metrics = periodic_eval(cfg, accelerator, engine, tokenizer, eval_sets)
+        metrics = periodic_eval(cfg, accelerator, rollout_engine, tokenizer, eval_sets)
         return metrics | {"eval/trained_steps": trained_steps, "time/eval": time.perf_counter() - t0}
 
-    pad_id = tokenizer.pad_token_id
     for step in tqdm(range(start_step + 1, trainer.total_steps + 1), initial=start_step, total=trainer.total_steps,
                      desc="train", disable=not accelerator.is_main_process, dynamic_ncols=True):
-        t_step = time.perf_counter()
-        # 1-3. Rollout, reward, dynamic sampling: one weight copy into the sampler, any number of generation batches.
-        syncs, t0 = engine.weight_syncs, time.perf_counter()
-        engine.sync_weights(hf)
+        t_step, syncs = time.perf_counter(), rollout_engine.weight_syncs
+        # 1-3. Rollout, reward, dynamic sampling: one weight copy into the rollout engine, any number of batches.
+        t0 = time.perf_counter()
+        rollout_engine.sync_weights(policy)
         t_sync = time.perf_counter() - t0
         try:
-            batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate)
+            batch, seen, gen_batches, times = collect_batch(cfg, accelerator, rollout_engine, tokenizer, prompts,
+                                                            prompt_sampler, step, keep_rate)
         except DynamicSamplingError as e:
-            print(f"error at step {step}: {e}", file=sys.stderr)
-            sys.exit(1)
+            stop(f"at step {step}: {e}", code=1)
         times["sync"] = t_sync
         due = eval_sets and (step - 1) % cfg.eval.every == 0 and step < trainer.total_steps
         eval_metrics = evaluate(step - 1) if due else {}
-        engine.sleep()  # the update gets the sampler's memory back
+        rollout_engine.sleep()  # the update gets the rollout engine's memory back
 
         # 4. Advantages: (P, G) -> one scalar per response.
-        algo = cfg.algorithm
-        adv_pg = advantage.compute_advantages(batch.reward, K=algo.K, norm_by_std=algo.norm_adv_by_std,
-                                              quantile_rule=algo.quantile_rule, baseline=algo.baseline,
-                                              mask=None if algo.adv_mask == "none" else algo.adv_mask, acc=batch.acc,
-                                              penalty=batch.penalty if algo.quantile_of == "verdict" else None)  # (P, G)
+        adv_pg = advantage.compute_advantages(
+            batch.reward, K=algo.K, norm_by_std=algo.norm_adv_by_std, quantile_rule=algo.quantile_rule,
+            baseline=algo.baseline, mask=None if algo.adv_mask == "none" else algo.adv_mask, acc=batch.acc,
+            penalty=batch.penalty if algo.quantile_of == "verdict" else None)  # (P, G)
         adv = adv_pg.flatten()  # (P*G,)
 
         # 5. Old log-probs (and entropy for the metrics), only where no other pass provides them (choice 10).
         t0 = time.perf_counter()
         todo = needs_old_pass(cfg, batch, adv, set(range(mini_share * G)), accelerator.num_processes,
                               key=(trainer.seed, step, accelerator.process_index))
-        known, fillers = old_logprobs(cfg, accelerator, model, batch, todo, pad_id)  # {response: (logp, entropy)}
+        known, fillers = old_logprobs(cfg, accelerator, policy_engine, batch, todo, tokenizer.pad_token_id)
         times["old_logp"] = time.perf_counter() - t0
 
         # 6. Update: mini-batches of whole prompt groups, micro-batches inside each.
         t0 = time.perf_counter()
-        model.train()
+        policy_engine.train()
         upd, norms, skipped = [], [], 0
         for _epoch in range(trainer.ppo_epochs):
             for p0 in range(0, batch.reward.shape[0], mini_share):
                 idx = list(range(p0 * G, (p0 + mini_share) * G))
-                upd.append(accumulate_gradients(cfg, accelerator, model, batch, adv, known, idx, pad_id))
-                grad_norm, applied = optimizer_step(cfg, accelerator, model, optimizer, scheduler)
-                norms.append(grad_norm)
-                skipped += not applied
+                sums, fresh = accumulate_gradients(cfg, accelerator, policy_engine, batch, adv, known, idx,
+                                                   tokenizer.pad_token_id)
+                known |= fresh  # the first mini-batch's old log-probs, for later epochs and the metrics
+                grad_norm, applied = optimizer_step(cfg, accelerator, policy_engine, optimizer, scheduler)
+                upd, norms, skipped = upd + [sums], norms + [grad_norm], skipped + (not applied)
         times["update"] = time.perf_counter() - t0
         if eval_sets and step == trainer.total_steps:  # the final policy (choice 9)
-            engine.sync_weights(hf)
+            rollout_engine.sync_weights(policy)
             eval_metrics = evaluate(step)
-            engine.sleep()
+            rollout_engine.sleep()
 
-        # 7. Log: every rank's sums, combined on all ranks.
-        logp_sums = logprob_sums(batch, adv, known, from_sampler=trainer.reuse_logprobs and batch.policy_logp is not None)
-        logp_sums |= {"fillers": fillers, "old_pass": len(todo)}
-        mine = {"seen": seen, "reward": batch.reward, "acc": batch.acc, "adv": adv_pg, "logp": logp_sums, "upd": upd, "times": times}
+        # 7. Log: every rank's sums, combined on all ranks; then checkpoint.
+        from_sampler = trainer.reuse_logprobs and batch.policy_logp is not None  # the HF sampler's own log-probs
+        logp_sums = logprob_sums(batch, adv, known, from_sampler)
+        mine = {"seen": seen, "reward": batch.reward, "acc": batch.acc, "adv": adv_pg, "upd": upd, "times": times,
+                "logp": logp_sums | {"fillers": fillers, "old_pass": len(todo)}}
         ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]  # one dict per rank
         metrics = step_metrics(ranks, step, gen_batches, norms, skipped, scheduler.get_last_lr()[0], algo.regime_K,
-                               time.perf_counter() - t_step) | {"rollout/weight_syncs": engine.weight_syncs - syncs} | eval_metrics
-        logger.log(metrics)
-        logger.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]), "response": batch.texts[i],
-                                       "answer": batch.answers[i], "reward": batch.reward.flatten()[i].item(), "adv": adv[i].item()}
-                                      for i in range(min(cfg.logging.num_completions, len(batch.texts)))])
-        if accelerator.is_main_process:
-            tqdm.write(f"step {step}/{trainer.total_steps} | reward {metrics['reward/mean']:+.3f} acc {metrics['reward/acc']:.3f} | "
-                       f"entropy {metrics['policy/entropy']:.3f} | zero-adv {metrics['adv/zero_frac']:.2f} | "
-                       f"len {metrics['response/len_mean']:.1f} | gen batches {gen_batches} | {metrics['time/step']:.1f}s")
-
-        # Checkpoint.
+                               time.perf_counter() - t_step)
+        logger.log_step(metrics | {"rollout/weight_syncs": rollout_engine.weight_syncs - syncs} | eval_metrics,
+                        batch, adv, tokenizer)
         if (trainer.save_every and step % trainer.save_every == 0) or step == trainer.total_steps:
             try:
-                checkpoint.save(out_dir, step, accelerator, model, tokenizer, optimizer, scheduler,
-                                {"sampler": sampler.state_dict(), "keep_rate": dataclasses.asdict(keep_rate)}, trainer.keep_last)
+                checkpoint.save(out_dir, step, accelerator, policy_engine, tokenizer, optimizer, scheduler,
+                                {"sampler": prompt_sampler.state_dict(), "keep_rate": dataclasses.asdict(keep_rate)},
+                                trainer.keep_last)
             except checkpoint.CheckpointError as e:  # a full disk, a read-only folder: one line, exit code 1
                 stop(f"at step {step}: {e}", code=1)
+    finish(accelerator, logger)
+
+
+def finish(accelerator, logger) -> None:
     logger.close()
     accelerator.wait_for_everyone()
     accelerator.end_training()  # also tears down the process group
     print(f"rank {accelerator.process_index}: done", file=sys.stderr, flush=True)  # tests check every rank's marker
-    if world > 1:
+    if accelerator.num_processes > 1:
         sys.stdout.flush()
         os._exit(0)  # all files are closed; skip an interpreter teardown that can abort in DeepSpeed's comm threads
 

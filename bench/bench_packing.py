@@ -46,8 +46,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from infra import data  # noqa: E402
 import loss  # noqa: E402
+from infra import data  # noqa: E402
 from infra.policy import Policy, response_logprobs  # noqa: E402
 
 SCALE = 12  # paper lengths / SCALE
@@ -145,8 +145,9 @@ def paper_plan(seed: int = 0) -> None:
     resp = torch.exp(7.5 + torch.randn(n, generator=g)).clamp(16, 20480).round().long().tolist()
     prompt = torch.randint(60, 400, (n,), generator=g).tolist()
     adv = (torch.rand(n, generator=g) < 0.2).float() * torch.randn(n, generator=g)
+    # as vLLM gives it: no policy log-probs
     batch = Batch([[0] * p for p in prompt], [[0] * r for r in resp], [""] * n, [""] * n, torch.zeros(n // 16, 16),
-                  torch.zeros(n // 16, 16, dtype=torch.bool), torch.zeros(n // 16, 16))  # as vLLM gives it: no policy log-probs
+                  torch.zeros(n // 16, 16, dtype=torch.bool), torch.zeros(n // 16, 16))
     first = set(range(mini))
 
     def cost(ids, packed: bool, grad: bool) -> dict:

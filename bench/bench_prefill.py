@@ -21,8 +21,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from infra import data  # noqa: E402
 import rollout  # noqa: E402
+from infra import data  # noqa: E402
 from infra.hf_sampler import HFSampler, left_pad  # noqa: E402
 
 P, G, MAX_NEW, REPEATS = 8, 8, 24, 15

@@ -18,8 +18,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import config  # noqa: E402
 import train  # noqa: E402
-from rollout import Batch  # noqa: E402
 from infra.policy import Policy  # noqa: E402
+from rollout import Batch  # noqa: E402
 
 
 def make_model(vocab=2048, hidden=256, layers=4):
@@ -49,7 +49,7 @@ def grads_of(cfg, accelerator, model, batch, adv, known, sparse: bool):
     cfg.trainer.sparse_update = sparse
     model.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
-    train.accumulate_gradients(cfg, accelerator, model, batch, adv, dict(known), list(range(len(adv))), pad_id=0)
+    train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, list(range(len(adv))), pad_id=0)
     elapsed = time.perf_counter() - t0
     return elapsed, [p.grad.clone() for p in model.parameters()]
 

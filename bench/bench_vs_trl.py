@@ -126,8 +126,8 @@ def trl_worker(threads: int, steps: int, out_dir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from infra import data
     import reward
+    from infra import data
 
     tokenizer = AutoTokenizer.from_pretrained(str(MODEL))
     rows = [json.loads(line) for line in TRAIN_FILE.read_text().splitlines() if line.strip()]

@@ -15,6 +15,8 @@ fork changes the algorithm at the root without reading this package.
     gpu_memory.py     `rollout.gpu_memory_utilization: auto`: vLLM's share of the card
     checkpoint.py     atomic, rotating, resumable checkpoints; a failed write in one line
     config_loader.py  reading configs: `base:` inheritance, typed overrides, errors naming the key
+    config_checks.py  the config's cross-field checks and derived values, run on every config built
+    cli.py            a bad command line in one `error:` line, exit code 2
     diagnostics.py    the advantage's statistics, gate violations, entropy split by advantage sign
     logger.py         every metric documented, one step's metrics from all ranks' sums, JSONL, wandb, plots
 """

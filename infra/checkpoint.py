@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from config import ConfigError
 from infra.policy import hf_model, model_dir_problem
 
 CHECKPOINTS = "checkpoints"
@@ -273,3 +274,39 @@ def load_state(path: Path, accelerator, optimizer, scheduler) -> dict:
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(mine["rng"])
     return state
+
+
+def resume_from(resume: str | None, output_dir: Path, world: int = 1) -> Path | None:
+    """The checkpoint to resume from, checked whole before anything loads; refuse to mix a new run
+    into an old run's directory."""
+    found = newest(output_dir)  # complete or damaged: a damaged one is named, not skipped
+    no_checkpoint = (f"trainer.output_dir `{output_dir}` holds an earlier run's metrics.jsonl but no checkpoint "
+                     f"(that run stopped before its first save), so nothing can be resumed; delete `{output_dir}` to "
+                     "start over, or set trainer.output_dir to a new directory")
+    if resume is None:
+        if found is not None:
+            raise ConfigError(f"trainer.output_dir `{output_dir}` already holds checkpoints up to {found.name}; "
+                              "pass --resume to continue that run, or set trainer.output_dir to a new directory")
+        if (output_dir / "metrics.jsonl").exists():
+            raise ConfigError(no_checkpoint)
+        return None
+    if resume == "latest":
+        if found is None:
+            raise ConfigError(f"--resume: {no_checkpoint}" if (output_dir / "metrics.jsonl").exists() else
+                              f"--resume: no checkpoint in `{output_dir / CHECKPOINTS}`; run without --resume "
+                              "to start a new run")
+        path = found
+    else:
+        path = Path(resume)
+        if not (path / STATE_FILE).is_file() and not (path / "model").is_dir():
+            raise ConfigError(f"--resume `{resume}` is not a checkpoint directory (no {STATE_FILE})")
+    trouble = problem(path)
+    if trouble:
+        previous = earlier(path)
+        fix = (f"resume from the previous checkpoint with `--resume {previous}`" if previous else
+               "there is no earlier checkpoint; set trainer.output_dir to a new directory to start over")
+        raise ConfigError(f"--resume: checkpoint `{path}` is damaged: {trouble}; {fix}")
+    if world_size(path) != world:
+        raise ConfigError(f"--resume: checkpoint `{path}` was written by {world_size(path)} processes; "
+                          f"resume it with as many (this launch has {world})")
+    return path

@@ -198,7 +198,8 @@ def load_prompts(data_cfg, tokenizer) -> tuple[PromptRows, int]:
             keep[u] = True
             unique.append(Prompt(problem=messages[-1]["content"], answer=str(answer), prompt_ids=ids))
     if not unique:
-        raise DataError(f"no prompt of `{data_cfg.train_files}` fits data.max_prompt_len = {data_cfg.max_prompt_len} tokens")
+        raise DataError(f"no prompt of `{data_cfg.train_files}` fits "
+                        f"data.max_prompt_len = {data_cfg.max_prompt_len} tokens")
     new_index = np.cumsum(keep) - 1  # (U,) index among the kept distinct prompts
     kept_rows = keep[row_to_unique]  # (N,)
     dropped_rows = int(len(kept_rows) - kept_rows.sum())

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import config
 from infra import data
-from infra.readers import ANSWER_FIX, PROBLEM_FIX
 from infra.policy import is_hub_id
+from infra.readers import ANSWER_FIX, PROBLEM_FIX
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 BENCHMARKS = {  # name -> file in data/ (sources and answer formats: data/README.md)

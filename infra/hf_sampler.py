@@ -74,16 +74,17 @@ class HFSampler:
         was_training = self.model.training
         self.model.eval()
         try:
-            tokens, logp, entropy = sampling_loop(self.model, input_ids.to(device), attention_mask.to(device), n, self.cfg,
-                                                  self.eos_ids, self.pad_id, self.suppress, self.report_policy_logp)
+            tokens, logp, entropy = sampling_loop(self.model, input_ids.to(device), attention_mask.to(device), n,
+                                                  self.cfg, self.eos_ids, self.pad_id, self.suppress,
+                                                  self.report_policy_logp)
         finally:
             self.model.train(was_training)
         per_token = {} if logp is None else {"policy_logp": logp.tolist(), "policy_entropy": entropy.tolist()}
         return tokens.tolist(), per_token
 
 
-def sampling_loop(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int, cfg, eos_ids: list[int], pad_id: int,
-           suppress: list[int] | None, report_logp: bool):
+def sampling_loop(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int, cfg, eos_ids: list[int],
+                  pad_id: int, suppress: list[int] | None, report_logp: bool):
     """n responses per prompt, one token per step for each row still going (choice 4).
 
     input_ids, attention_mask (P, L) left-padded -> tokens (P*n, T) prompt-major; with

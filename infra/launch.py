@@ -197,6 +197,18 @@ def check_launch(cfg: config.Config) -> None:
         print("accelerate launch settings the training YAML overrides: " + "; ".join(notes), file=sys.stderr)
 
 
+def check_world(cfg: config.Config, world: int) -> None:
+    """Batch sizes must split evenly over the data-parallel processes."""
+    trainer = cfg.trainer
+    for key in ("train_batch_size", "mini_batch_size"):
+        if getattr(trainer, key) % world:
+            raise ConfigError(f"config key `trainer.{key}` ({getattr(trainer, key)}) must be divisible by the "
+                              f"{world} processes")
+    gen = trainer.gen_batch_size or trainer.train_batch_size
+    if gen % world:
+        raise ConfigError(f"config key `trainer.gen_batch_size` ({gen}) must be divisible by the {world} processes")
+
+
 def stop(message: str, code: int = 2):
     """End the run with one line on stderr (rank 0) that also becomes torch elastic's reported cause:
     under accelerate's multi-process launchers each worker's error file (TORCHELASTIC_ERROR_FILE) is

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+import config
 from infra import diagnostics
 
 # What the loss reports (loss.policy_loss's metrics, and "policy", the loss itself): summed over
@@ -24,7 +25,8 @@ from infra import diagnostics
 # optimizer steps), or kept as the smallest / largest value. A new loss metric is one entry here.
 LOSS_METRICS = {
     "loss/policy": ("updates", "clip-higher policy loss, mean over the step's optimizer steps"),
-    "loss/clip_frac_high": ("mini_tokens", "fraction of mini-batch tokens with A > 0 and ratio > 1 + eps_high (gradient clipped)"),
+    "loss/clip_frac_high": ("mini_tokens", "fraction of mini-batch tokens with A > 0 and ratio > 1 + eps_high "
+                                           "(gradient clipped)"),
     "loss/clip_frac_low": ("mini_tokens", "fraction of mini-batch tokens with A < 0 and ratio < 1 - eps_low"),
     "loss/clip_frac_dual": ("mini_tokens", "fraction of mini-batch tokens with A < 0 and ratio > clip_c (dual clip)"),
     "loss/ratio_mean": ("num_tokens", "mean importance ratio over tokens in gradient passes"),
@@ -52,18 +54,20 @@ METRICS = {
                                "metrics: every A != 0 token and the logging.entropy_sample of A = 0 ones (vLLM); "
                                "1 with the HF sampler",
     "adv/zero_frac": "fraction of training responses with advantage exactly 0 (paper: ~80% at K = 0.4)",
-    "adv/hard_frac": "fraction of training prompts with success rate p <= 1 - regime_K (quantile baseline = low reward)",
+    "adv/hard_frac": "fraction of training prompts with success rate p <= 1 - regime_K "
+                     "(quantile baseline = low reward)",
     "adv/easy_frac": "fraction of training prompts with p > 1 - regime_K (quantile baseline = high reward)",
     "adv/zero_var_frac": "fraction of training groups whose rewards are all equal",
-    "adv/gate_violations": "fraction of training responses on the wrong side of QAE's gate: wrong with A > 0 or correct "
-                           "with A < 0 (0 under algorithm.quantile_of: verdict but for a correct answer's own overlong "
-                           "penalty)",
+    "adv/gate_violations": "fraction of training responses on the wrong side of QAE's gate: wrong with A > 0 or "
+                           "correct with A < 0 (0 under algorithm.quantile_of: verdict but for a correct answer's own "
+                           "overlong penalty)",
     "adv/mean": "mean advantage over training responses",
     "adv/min": "smallest advantage",
     "adv/max": "largest advantage",
     "sampling/gen_batches": "generation batches dynamic sampling needed to fill the training batch",
     "sampling/kept_frac": "fraction of generated prompt groups kept by dynamic sampling",
-    "sampling/gen_prompts": "prompts generated this step, all ranks (trainer.adaptive_gen_batch sizes the batches from the keep rate)",
+    "sampling/gen_prompts": "prompts generated this step, all ranks (trainer.adaptive_gen_batch sizes the batches "
+                            "from the keep rate)",
     "entropy_cov/total": "Cov over response tokens of (logp, A), Cui et al. 2025's token-level statistic: a "
                          "policy-gradient step moves entropy by about -lr times it (not the paper's response-level "
                          "Eq. 18); A = 0 tokens weighted as in policy/entropy",
@@ -79,9 +83,11 @@ METRICS = {
                               "show here), A = 0 tokens weighted as in policy/entropy",
     "rollout/logp_diff_max": "largest |logp_trainer - logp_rollout| over the response tokens policy/entropy_coverage "
                              "counts (vLLM only)",
-    "rollout/weight_syncs": "copies of the policy's weights into the sampler this step (vLLM: 1, +1 for the final evaluation; hf: 0)",
+    "rollout/weight_syncs": "copies of the policy's weights into the sampler this step (vLLM: 1, +1 for the final "
+                            "evaluation; hf: 0)",
     "perf/micro_batches": "forward-backward passes in the update (after skipping zero-advantage responses), all ranks",
-    "perf/filler_passes": "zero-weighted passes (old log-probs and update, all ranks) run so every rank makes as many as the busiest (ZeRO-3's collectives)",
+    "perf/filler_passes": "zero-weighted passes (old log-probs and update, all ranks) run so every rank makes as "
+                          "many as the busiest (ZeRO-3's collectives)",
     "perf/old_pass_frac": "fraction of the batch's responses in the no-grad pass: later mini-batches' A != 0 ones and "
                           "the logging.entropy_sample of A = 0 ones with vLLM (train.py choice 10; 1.0 without reuse)",
     "perf/gen_tokens_per_s": "response tokens generated per second of rollout",
@@ -93,7 +99,8 @@ METRICS = {
     "time/update": "seconds in gradient passes and optimizer steps",
     "time/step": "seconds for the whole step",
     "time/eval": "seconds in periodic evaluation (steps where it ran)",
-    "eval/trained_steps": "training steps behind the evaluated policy: step - 1 (evaluated on the weights that sample the step), or the last step",
+    "eval/trained_steps": "training steps behind the evaluated policy: step - 1 (evaluated on the weights that "
+                          "sample the step), or the last step",
     "eval/<benchmark>/pass@<k>": "periodic evaluation (eval.every): unbiased pass@k over eval.n samples per problem",
     "eval/<benchmark>/len_mean": "periodic evaluation: mean response length in tokens",
 }
@@ -157,8 +164,8 @@ def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool) -> d
             return {"ent": zeros[:, :2], "cov": zeros[:, 2:], "gap": 0.0, "gap_max": 0.0, "covered": 0}
         logp, entropy = (torch.cat([known[i][j] for i in ids]).float() for j in (0, 1))  # (N,), (N,)
         tok_adv = torch.cat([adv[i].expand(len(known[i][0])) for i in ids])  # (N,)
-        out = {"ent": diagnostics.entropy_sums_by_sign(entropy, tok_adv), "cov": diagnostics.covariance_sums(logp, tok_adv),
-               "covered": len(logp)}
+        out = {"ent": diagnostics.entropy_sums_by_sign(entropy, tok_adv),
+               "cov": diagnostics.covariance_sums(logp, tok_adv), "covered": len(logp)}
         if batch.rollout_logp is not None:
             diff = (logp - torch.tensor([x for i in ids for x in batch.rollout_logp[i]])).abs()  # (N,)
             out.update(gap=diff.sum().item(), gap_max=diff.max().item())
@@ -251,23 +258,42 @@ def peak_memory_gb() -> float:
 
 
 class MetricsLogger:
-    """Writes `metrics.jsonl` and `completions.txt` under the run directory (main process only)."""
+    """Writes `config.yaml` (the resolved config), `metrics.jsonl` and `completions.jsonl` under the
+    run directory, and wandb when `logging.wandb` is on (main process only)."""
 
-    def __init__(self, output_dir, cfg_plain: dict, resume_step: int | None, enabled: bool, wandb_cfg):
+    def __init__(self, output_dir, cfg: config.Config, resume_step: int | None, enabled: bool):
         self.dir, self.enabled, self.run = Path(output_dir), enabled, None
         self.path = self.dir / "metrics.jsonl"
+        self.num_completions, self.total_steps = cfg.logging.num_completions, cfg.trainer.total_steps
         if not enabled:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "config.yaml").write_text(config.dump(cfg))
         if resume_step is not None:
             keep_rows_up_to(self.path, resume_step)  # drop steps logged after the checkpoint
             keep_rows_up_to(self.dir / "completions.jsonl", resume_step)
-        if wandb_cfg.wandb:
+        if cfg.logging.wandb:
             import wandb
 
             mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"  # never prompt for a key
-            self.run = wandb.init(project=wandb_cfg.project, name=wandb_cfg.run_name or self.dir.name,
-                                  config=cfg_plain, dir=str(self.dir), mode=mode, resume="allow")
+            self.run = wandb.init(project=cfg.logging.project, name=cfg.logging.run_name or self.dir.name,
+                                  config=config.as_dict(cfg), dir=str(self.dir), mode=mode, resume="allow")
+
+    def log_step(self, metrics: dict, batch, adv: torch.Tensor, tokenizer) -> None:
+        """One training step: its metrics, its first `logging.num_completions` samples, a progress line."""
+        self.log(metrics)
+        step = metrics["step"]
+        self.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]), "response": batch.texts[i],
+                                     "answer": batch.answers[i], "reward": batch.reward.flatten()[i].item(),
+                                     "adv": adv[i].item()}
+                                    for i in range(min(self.num_completions, len(batch.texts)))])
+        if self.enabled:
+            from tqdm import tqdm
+
+            tqdm.write(f"step {step}/{self.total_steps} | reward {metrics['reward/mean']:+.3f} "
+                       f"acc {metrics['reward/acc']:.3f} | entropy {metrics['policy/entropy']:.3f} | "
+                       f"zero-adv {metrics['adv/zero_frac']:.2f} | len {metrics['response/len_mean']:.1f} | "
+                       f"gen batches {metrics['sampling/gen_batches']} | {metrics['time/step']:.1f}s")
 
     def log(self, metrics: dict) -> None:
         if not self.enabled:

@@ -54,8 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from infra import data
-from infra import logprobs
+from infra import data, logprobs
 from infra.readers import one_line
 
 # ----------------------------------------------------------------------------------------------
@@ -99,7 +98,8 @@ def safetensors_problem(file: Path) -> str | None:
 
 
 def model_dir_problem(folder: Path) -> str | None:
-    """What keeps `folder` from holding a loadable model and tokenizer, starting with the file's name; None if nothing."""
+    """What keeps `folder` from holding a loadable model and tokenizer, starting with the file's
+    name; None if nothing."""
     config_file = folder / "config.json"
     if not config_file.is_file():
         return "config.json is missing"
@@ -160,15 +160,17 @@ def check_model(path: str, key: str) -> None:
                              "save_pretrained (e.g. a train.py checkpoint's model/)")
         return
     if folder.exists():
-        raise ModelError(f"{key} `{path}` is a file; give the folder that holds config.json, the weights and the tokenizer")
+        raise ModelError(f"{key} `{path}` is a file; give the folder that holds config.json, the weights and the "
+                         "tokenizer")
     where = "" if folder.is_absolute() else f" (relative to `{Path.cwd()}`)"
     if not is_hub_id(path):
-        raise ModelError(f"{key}: local path `{path}` not found{where}, and it is not a hub id (`name` or `owner/name`) "
-                         "either; give an existing model folder or a hub id")
+        raise ModelError(f"{key}: local path `{path}` not found{where}, and it is not a hub id "
+                         "(`name` or `owner/name`) either; give an existing model folder or a hub id")
     problem = hub_problem(path)
     if problem:
         raise ModelError(f"{key} `{path}` is not a local folder{where}, so it was read as a hub id, but {problem}; "
-                         f"download it where the hub is reachable (`hf download {path} --local-dir DIR`) and set {key} to DIR")
+                         f"download it where the hub is reachable (`hf download {path} --local-dir DIR`) and set "
+                         f"{key} to DIR")
 
 
 def load_tokenizer(path: str, chat_template: bool = False):
@@ -309,7 +311,8 @@ class OutputHead(nn.Module):
         head = self.lm_head[0]
         project = lambda h: F.linear(h, head.weight, head.bias)  # noqa: E731  not head(h): no ZeRO-3 hooks per chunk
         chunk_rows = chunk_rows or max(1, logprobs.CHUNK_ELEMENTS // head.weight.shape[0])
-        logp, entropy = logprobs.token_logprobs_from_hidden(hidden[None], project, targets[None], temperature, chunk_rows)
+        logp, entropy = logprobs.token_logprobs_from_hidden(hidden[None], project, targets[None], temperature,
+                                                            chunk_rows)
         return logp[0], entropy[0]
 
 

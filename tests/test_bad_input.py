@@ -145,7 +145,7 @@ CASES = [
     ("hub id, offline mode", lambda d, ck: train(d, model="owner/name"),
      "read as a hub id, but HF_HUB_OFFLINE is set and it is not in the local hub cache",
      {**NO_HUB, "HF_HUB_OFFLINE": "1"}),
-    # ---- --resume and the run directory (train.resolve_resume, checkpoint.problem) ----
+    # ---- --resume and the run directory (checkpoint.resume_from, checkpoint.problem) ----
     ("truncated trainer_state.pt",
      lambda d, ck: damaged_run(d, ck, "trainer_state.pt", "truncate") and train(d, "--resume"),
      (f"checkpoint `{{d}}/{STEP2}` is damaged: trainer_state.pt is truncated",

@@ -13,9 +13,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from infra import data
-from infra import readers
 from config import DataConfig
+from infra import data, readers
 from infra.data import DataError, Prompt, PromptRows, PromptSampler
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
-from infra import data
 from config import DataConfig
+from infra import data
 
 REPO = Path(__file__).resolve().parents[1]
 FUZZ = settings(max_examples=250, deadline=10_000, database=None)  # ~3 s per test on one free CPU

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from infra import evalsets as bm
 import config
 import eval as ev
 import reward
 import rollout
+from infra import evalsets as bm
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--config", "tiny_qae.yaml", "--n", "4", "--max-tokens", "16", "--limit", "2"]

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import config
-from infra import gpu_memory
 from config import ConfigError
+from infra import gpu_memory
 
 GiB = 2**30
 

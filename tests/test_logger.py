@@ -26,10 +26,11 @@ def rank_sums(seed: int, extra_loss_metric: bool = False) -> dict:
     if extra_loss_metric:
         upd["entropy_bonus"] = 3.0
     return {
-        "seen": {"reward": reward.flatten().tolist(), "acc": acc.flatten().tolist(), "len": [3] * 8, "truncated": [False] * 8,
-                 "timeouts": 0, "groups": 3, "kept": 2, "sizes": [6]},
+        "seen": {"reward": reward.flatten().tolist(), "acc": acc.flatten().tolist(), "len": [3] * 8,
+                 "truncated": [False] * 8, "timeouts": 0, "groups": 3, "kept": 2, "sizes": [6]},
         "reward": reward, "acc": acc, "adv": adv,
-        "logp": {"ent_sum": entropy.sum().item(), "tokens": 24, "ent_by_sign": diagnostics.entropy_sums_by_sign(entropy, tok_adv),
+        "logp": {"ent_sum": entropy.sum().item(), "tokens": 24,
+                 "ent_by_sign": diagnostics.entropy_sums_by_sign(entropy, tok_adv),
                  "cov": diagnostics.covariance_sums(tok_logp, tok_adv), "fillers": 0, "old_pass": 4, "covered": 24},
         "upd": [upd, dict(upd)],
         "times": {"rollout": 1.0, "reward": 0.1, "sync": 0.0, "old_logp": 0.2, "update": 0.5},

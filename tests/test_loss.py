@@ -146,7 +146,8 @@ def test_normalisers_add_up_over_micro_batches_and_ranks():
     for name, fn in AGGREGATIONS.items():
         w = fn(lengths, group_tokens, counts)
         whole, _ = policy_loss(logp, old, adv, mask, w)
-        parts = sum(policy_loss(logp[i : i + 2], old[i : i + 2], adv[i : i + 2], mask[i : i + 2], w[i : i + 2])[0] for i in (0, 2, 4))
+        parts = sum(policy_loss(logp[i : i + 2], old[i : i + 2], adv[i : i + 2], mask[i : i + 2], w[i : i + 2])[0]
+                    for i in (0, 2, 4))
         torch.testing.assert_close(whole, parts, msg=name)
 
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+import rollout
 from infra import policy
 from infra.policy import Policy, packed_inputs, response_logprobs
-import rollout
 from rollout import make_rollout
 
 REPO_TINY = "tiny/model"

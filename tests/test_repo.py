@@ -2,6 +2,7 @@
 
 import ast
 import re
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -9,26 +10,37 @@ README = (REPO / "README.md").read_text()
 
 
 def file_map() -> set[str]:
-    return set(re.findall(r"^\| `([^`]+)` \|", README, flags=re.M))
-
-
-def test_every_listed_file_exists():
-    missing = [p for p in file_map() if not (REPO / p.rstrip("/")).exists()]
-    assert not missing, f"README lists files that do not exist: {missing}"
+    """The paths the README's file table names (a row may name several: `tiny/`, `data/`)."""
+    rows = re.findall(r"^\| (`[^|]+`) \|", README, flags=re.M)
+    return {name for row in rows for name in re.findall(r"`([^`]+)`", row)}
 
 
 def packages() -> list[Path]:
     return sorted(p.parent for p in REPO.glob("*/__init__.py"))
 
 
-def test_every_module_config_and_bench_is_listed():
+def test_every_listed_file_exists():
+    missing = [p for p in file_map() if "*" not in p and not (REPO / p.rstrip("/")).exists()]
+    assert not missing, f"README lists files that do not exist: {missing}"
+
+
+def test_every_module_package_and_folder_is_listed():
     listed = file_map()
-    wanted = [p.name for p in REPO.glob("*.py")] + [f"{p.name}/" for p in packages()]
-    wanted += [str(p.relative_to(REPO))
-               for p in [*REPO.glob("configs/**/*.yaml"), *REPO.glob("bench/*.py"), *REPO.glob("scripts/*")]
-               if p.name != "__pycache__"]
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    folders = {f"{path.split('/')[0]}/" for path in tracked if "/" in path and not path.startswith(".")}
+    wanted = [p.name for p in REPO.glob("*.py")] + sorted(folders)
     unlisted = [p for p in wanted if p not in listed]
     assert not unlisted, f"README's file map does not mention: {unlisted}"
+
+
+def test_every_script_bench_and_config_opens_on_what_it_does():
+    """A folder is one README row, so each of its files says what it does in its first lines."""
+    for path in [*REPO.glob("scripts/*.py"), *REPO.glob("bench/*.py"), *REPO.glob("scripts/*.sh"),
+                 *REPO.glob("configs/**/*.yaml")]:
+        text = path.read_text()
+        head = ast.get_docstring(ast.parse(text)) if path.suffix == ".py" else "".join(
+            line for line in text.splitlines()[:4] if line.startswith("#") and not line.startswith("#!"))
+        assert head and len(head) > 40, f"{path.relative_to(REPO)} does not open on what it does"
 
 
 def test_ci_runs_the_readme_test_command():
@@ -60,3 +72,88 @@ def test_each_package_docstring_maps_its_modules():
         assert doc, f"{package.name}/__init__.py has no docstring"
         unnamed = [p.name for p in package.glob("*.py") if p.name != "__init__.py" and p.name not in doc]
         assert not unnamed, f"{package.name}/__init__.py's docstring does not name {unnamed}"
+
+
+# ----------------------------------------------------------------------------------------------
+# The layout: the six components at the root, the rest in packages below them, no import circle.
+# ----------------------------------------------------------------------------------------------
+
+COMPONENTS = {"train", "rollout", "reward", "advantage", "loss", "eval"}
+
+
+def project_modules() -> dict[str, Path]:
+    """Every module of the project: the root's and the packages' (scripts, benches and tests excluded)."""
+    found = {p.stem: p for p in REPO.glob("*.py")}
+    for package in packages():
+        found |= {f"{package.name}.{p.stem}": p for p in package.glob("*.py") if p.stem != "__init__"}
+    return found
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The project modules a file imports anywhere in it (top level or inside a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found |= {n for n in names if n in modules}
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(path, set(modules)) - {name} for name, path in modules.items()}
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of the graph, as the path that closes it, or None."""
+    done, path = set(), []
+
+    def visit(node):
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return None
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if circle := visit(nxt):
+                return circle
+        path.pop()
+        done.add(node)
+        return None
+
+    return next((c for node in sorted(graph) if (c := visit(node))), None)
+
+
+def test_the_root_holds_the_six_components_and_the_config():
+    assert {p.stem for p in REPO.glob("*.py")} == COMPONENTS | {"config"}
+
+
+def test_no_import_circle_among_the_project_modules():
+    circle = find_circle(import_graph())
+    assert circle is None, f"import circle: {' -> '.join(circle)}"
+
+
+def test_the_circle_check_can_fail(tmp_path):
+    """The two circles the layout once had: one through a lazy import, one by a package's module."""
+    (tmp_path / "a.py").write_text("def f():\n    import b\n")
+    (tmp_path / "b.py").write_text("from a import f\n")
+    graph = {name: imports_of(tmp_path / f"{name}.py", {"a", "b"}) for name in ("a", "b")}
+    assert find_circle(graph) == ["a", "b", "a"]
+    assert find_circle({"reward": {"verifier.pool"}, "verifier.pool": {"reward"}}) is not None
+
+
+def test_the_packages_stand_below_the_components():
+    for name, deps in import_graph().items():
+        if name.startswith("infra."):
+            assert not deps & COMPONENTS, f"{name} imports the component(s) {sorted(deps & COMPONENTS)}"
+        if name.startswith("verifier."):
+            assert all(d.startswith("verifier.") for d in deps), f"{name} imports {sorted(deps)} outside verifier/"
+
+
+def test_no_module_is_over_400_lines():
+    long = {name: n for name, p in project_modules().items() if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, f"modules over 400 lines: {long}"

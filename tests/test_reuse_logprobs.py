@@ -18,11 +18,13 @@ from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = ["--config", "tiny_qae.yaml", "model.dtype=float64", "trainer.total_steps=2", "trainer.train_batch_size=8",
-       "trainer.gen_batch_size=16", "trainer.mini_batch_size=4", "eval.every=0", "trainer.save_every=0", "optim.lr=1e-3"]
+       "trainer.gen_batch_size=16", "trainer.mini_batch_size=4", "eval.every=0", "trainer.save_every=0",
+       "optim.lr=1e-3"]
 
 
 def train(out: Path, reuse: bool) -> list[dict]:
-    proc = subprocess.run([sys.executable, "train.py", *RUN, f"trainer.reuse_logprobs={str(reuse).lower()}", f"trainer.output_dir={out}"],
+    proc = subprocess.run([sys.executable, "train.py", *RUN, f"trainer.reuse_logprobs={str(reuse).lower()}",
+                           f"trainer.output_dir={out}"],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_metrics(out / "metrics.jsonl")
@@ -48,7 +50,8 @@ def test_reusing_log_probs_changes_no_weight(runs):
     from safetensors.torch import load_file
 
     root, _, _ = runs
-    a, b = (load_file(root / name / "checkpoints" / "step_000002" / "model" / "model.safetensors") for name in ("plain", "fast"))
+    a, b = (load_file(root / name / "checkpoints" / "step_000002" / "model" / "model.safetensors")
+            for name in ("plain", "fast"))
     init = load_file(REPO / "tiny" / "model" / "model.safetensors")
     moved = max((a[k] - init[k].double()).abs().max().item() for k in a)
     gap = max((a[k] - b[k]).abs().max().item() for k in a)

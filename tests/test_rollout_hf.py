@@ -18,8 +18,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from infra import data
 import rollout
+from infra import data
 from infra.hf_sampler import HFSampler, left_pad, shared_prefill
 from infra.logprobs import token_logprobs
 

@@ -18,14 +18,16 @@ FAST = ["trainer.train_batch_size=4", "trainer.gen_batch_size=8", "trainer.mini_
 
 
 def train_cmd(out_dir, *overrides, resume=False):
-    cmd = [sys.executable, str(REPO / "train.py"), "--config", "tiny_qae.yaml", f"trainer.output_dir={out_dir}", *FAST, *overrides]
+    cmd = [sys.executable, str(REPO / "train.py"), "--config", "tiny_qae.yaml", f"trainer.output_dir={out_dir}",
+           *FAST, *overrides]
     return cmd + (["--resume"] if resume else [])
 
 
 def test_two_step_smoke_run(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "WANDB_API_KEY": "", "WANDB_SILENT": "true"}
-    proc = subprocess.run(train_cmd(out, "trainer.total_steps=2", "logging.wandb=true", "eval.every=2", "eval.limit=3", "eval.n=2"),
+    proc = subprocess.run(train_cmd(out, "trainer.total_steps=2", "logging.wandb=true", "eval.every=2", "eval.limit=3",
+                                    "eval.n=2"),
                           capture_output=True, text=True, cwd=REPO, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_metrics(out / "metrics.jsonl")
@@ -54,7 +56,9 @@ def test_two_step_smoke_run(tmp_path):
 
 
 def comparable(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(("time/", "perf/gen_tokens", "perf/train_tokens", "perf/peak_mem"))} for r in rows]
+    return [{k: v for k, v in r.items()
+             if not k.startswith(("time/", "perf/gen_tokens", "perf/train_tokens", "perf/peak_mem"))}
+            for r in rows]
 
 
 def test_resume_after_sigkill_matches_uninterrupted(tmp_path):

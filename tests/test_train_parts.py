@@ -27,8 +27,10 @@ def cfg():
 
 def random_batch(P=4, G=4, vocab=300, zero_frac=0.75, seed=0):
     g = torch.Generator().manual_seed(seed)
-    prompts = [torch.randint(3, vocab, (int(torch.randint(3, 12, (1,), generator=g)),), generator=g).tolist() for _ in range(P)]
-    responses = [torch.randint(3, vocab, (int(torch.randint(1, 30, (1,), generator=g)),), generator=g).tolist() for _ in range(P * G)]
+    prompts = [torch.randint(3, vocab, (int(torch.randint(3, 12, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(P)]
+    responses = [torch.randint(3, vocab, (int(torch.randint(1, 30, (1,), generator=g)),), generator=g).tolist()
+                 for _ in range(P * G)]
     adv = torch.randn(P * G, generator=g, dtype=torch.float64).float()
     adv[torch.rand(P * G, generator=g) < zero_frac] = 0.0
     batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
@@ -40,7 +42,8 @@ def test_response_logprobs_match_full_forward(tiny_policy_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     batch, _ = random_batch()
     ids = slice(0, 5)
-    logp, ent, mask = response_logprobs(Policy(model), batch.prompt_ids[ids], batch.response_ids[ids], temperature=0.7, pad_id=0)
+    logp, ent, mask = response_logprobs(Policy(model), batch.prompt_ids[ids], batch.response_ids[ids], temperature=0.7,
+                                        pad_id=0)
     for row, (p, r) in enumerate(zip(batch.prompt_ids[ids], batch.response_ids[ids])):
         logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1]  # (R, V) predicting r
         ref_logp, ref_ent = naive_token_logprobs(logits[None], torch.tensor([r]), temperature=0.7)
@@ -54,12 +57,14 @@ def test_sparse_update_gives_the_same_gradients(tiny_policy_dir, accelerator, cf
     batch, adv = random_batch(P=4, G=4, zero_frac=0.8, seed=3)
     assert 0 < (adv != 0).sum() < len(adv)
     known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(16)), pad_id=0)
-    known = {i: (lp + 0.1 * torch.randn(len(lp), generator=torch.Generator().manual_seed(i)), ent) for i, (lp, ent) in known.items()}
+    known = {i: (lp + 0.1 * torch.randn(len(lp), generator=torch.Generator().manual_seed(i)), ent)
+             for i, (lp, ent) in known.items()}
     grads, metrics = {}, {}
     for sparse in (False, True):
         cfg.trainer.sparse_update = sparse
         model.zero_grad(set_to_none=True)
-        metrics[sparse] = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), dict(known), list(range(16)), pad_id=0)
+        metrics[sparse], _ = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), known,
+                                                        list(range(16)), pad_id=0)
         grads[sparse] = torch.cat([p.grad.flatten() for p in model.parameters()])
     cfg.trainer.sparse_update = True
     rel = ((grads[True] - grads[False]).norm() / grads[False].norm()).item()
@@ -76,7 +81,7 @@ def test_all_zero_advantages_still_make_zero_gradients(tiny_policy_dir, accelera
     adv = torch.zeros(8)
     known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(8)), pad_id=0)
     model.zero_grad(set_to_none=True)
-    m = train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, list(range(8)), pad_id=0)
+    m, _ = train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, list(range(8)), pad_id=0)
     assert m["micro_batches"] == 0
     assert all(p.grad is not None and torch.all(p.grad == 0) for p in model.parameters())
 
@@ -104,7 +109,8 @@ def test_the_entropy_sample_is_respected_and_changes_no_gradient(tiny_policy_dir
         known, _ = train.old_logprobs(cfg, accelerator, model, batch, todo, pad_id=0)
         model.zero_grad(set_to_none=True)
         for idx in (list(range(8)), list(range(8, 16))):  # two mini-batches (no optimizer step between: sums)
-            train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), known, idx, pad_id=0)
+            _, fresh = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), known, idx, pad_id=0)
+            known |= fresh  # as the loop does: the first mini-batch's own log-probs join the known ones
         grads[sample] = torch.cat([p.grad.flatten() for p in model.parameters()])
         sums = logprob_sums(batch, adv, known, from_sampler=False)
         covered = sum(len(batch.response_ids[i]) for i in range(16) if adv[i] != 0 or i in sampled)
@@ -191,7 +197,8 @@ def test_without_dynamic_sampling_everything_is_kept(tiny_policy_dir, accelerato
     from infra import data
 
     cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.gen_batch_size=null",
-                                "trainer.mini_batch_size=2", "algorithm.dynamic_sampling=false", "reward.overlong_buffer_len=0"])
+                                "trainer.mini_batch_size=2", "algorithm.dynamic_sampling=false",
+                                "reward.overlong_buffer_len=0"])
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 0, 2])
     batch, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts,
                                                       data.PromptSampler(3, 0, False), step=1)
@@ -214,12 +221,14 @@ def test_keep_rate_sizes_generation_batches_by_hand():
 def test_adaptive_generation_batch_asks_for_what_is_still_needed(tiny_policy_dir, accelerator):
     from infra import data
 
-    cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.gen_batch_size=4", "trainer.mini_batch_size=2",
-                                "reward.overlong_buffer_len=0", "trainer.adaptive_gen_batch=true"])
+    cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.gen_batch_size=4",
+                                "trainer.mini_batch_size=2", "reward.overlong_buffer_len=0",
+                                "trainer.adaptive_gen_batch=true"])
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[2] * 12)  # every group is mixed: keep rate 1
     rate = batching.KeepRate()
     sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
-    _, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1, keep_rate=rate)
+    _, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1,
+                                                     keep_rate=rate)
     assert seen["sizes"] == [4] and rate.kept == rate.generated == 4  # the first batch: gen_batch_size
     _, seen, _, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=2, keep_rate=rate)
     assert seen["sizes"] == [3]  # 2 needed / rate 1 * 1.25 -> 3, not 4

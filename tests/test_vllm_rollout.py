@@ -19,9 +19,9 @@ import pytest
 import torch
 
 import rollout
-from infra import vllm_sampler
 from config import RolloutConfig
 from conftest import build_tiny_policy
+from infra import vllm_sampler
 from infra.policy import Policy, response_logprobs
 
 VLLM_MISSING = importlib.util.find_spec("vllm") is None

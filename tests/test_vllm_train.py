@@ -66,8 +66,8 @@ def train_with_sync_checks(record: str, stale: bool, argv: list[str]) -> None:
     """Run train.main(argv) with every sync_weights followed by compare_after_sync; write the
     comparisons to `record`."""
     import rollout
-    from infra import vllm_sampler
     import train
+    from infra import vllm_sampler
 
     made, checks = {}, []
     make_rollout, real_sync = rollout.make_rollout, vllm_sampler.VLLMSampler.sync_weights

@@ -30,11 +30,14 @@ import torch
 from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
-LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]  # plain: no --config_file
-LAUNCH_FILE = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(REPO / "configs" / "accelerate" / "zero3.yaml"),
+# plain: no --config_file
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+LAUNCH_FILE = [sys.executable, "-m", "accelerate.commands.launch",
+               "--config_file", str(REPO / "configs" / "accelerate" / "zero3.yaml"),
                "--num_processes", "2", "--mixed_precision", "no"]  # the tiny model trains in fp32
-TWIN = ["--config", "tiny_qae.yaml", "trainer.train_batch_size=8", "trainer.gen_batch_size=8", "trainer.mini_batch_size=4",
-        "rollout.n=4", "rollout.prompts_per_call=4", "trainer.adaptive_gen_batch=false", "trainer.micro_batch_max_tokens=88", "trainer.logprob_chunk_tokens=8",
+TWIN = ["--config", "tiny_qae.yaml", "trainer.train_batch_size=8", "trainer.gen_batch_size=8",
+        "trainer.mini_batch_size=4", "rollout.n=4", "rollout.prompts_per_call=4", "trainer.adaptive_gen_batch=false",
+        "trainer.micro_batch_max_tokens=88", "trainer.logprob_chunk_tokens=8",
         "optim.lr=3e-4", "trainer.total_steps=2", "trainer.save_every=1", "trainer.keep_last=2",
         "eval.every=1", "eval.limit=3", "eval.n=2"]
 ENV = {**os.environ, "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
@@ -90,7 +93,8 @@ def test_two_zero3_processes_train_what_one_process_trains(runs):
     assert [r["step"] for r in b] == [1, 2] and all(r["optim/updates"] == 2 for r in b)  # two mini-batches per step
     # What the twin must force, or it proves nothing:
     assert max(r["sampling/gen_batches"] for r in b) >= 2, "dynamic sampling never needed a second generation batch"
-    assert all(r["perf/micro_batches"] > 2 * r["optim/updates"] for r in b), "fewer than 2 micro-batches per optimizer step"
+    assert all(r["perf/micro_batches"] > 2 * r["optim/updates"] for r in b), (
+        "fewer than 2 micro-batches per optimizer step")
     assert sum(r["perf/filler_passes"] for r in b) > 0, "the ranks never had unequal numbers of micro-batches"
     assert all(0 <= r["eval/test/pass@1"] <= 1 for r in b)  # evaluation ran under ZeRO-3 on both ranks
     for x, y in zip(comparable(a), comparable(b)):
@@ -139,7 +143,8 @@ def test_zero3_checkpoint_reloads_and_resumes_exactly_under_a_launch_config_file
     assert "rank 0: done" in out and "rank 1: done" in out
     a, b = weights(root / "zero3", 2), weights(root / "resumed", 2)
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-6
-    assert comparable(read_metrics(root / "zero3" / "metrics.jsonl"))[1] == comparable(read_metrics(root / "resumed" / "metrics.jsonl"))[0]
+    assert (comparable(read_metrics(root / "zero3" / "metrics.jsonl"))[1]
+            == comparable(read_metrics(root / "resumed" / "metrics.jsonl"))[0])
 
 
 def test_a_launch_config_that_disagrees_with_the_training_yaml_stops_with_one_line(tmp_path):
@@ -151,12 +156,14 @@ def test_a_launch_config_that_disagrees_with_the_training_yaml_stops_with_one_li
 
 
 def test_gpu_command_fails_fast_on_a_cpu_machine(tmp_path):
-    """The design card's launch line, on a machine without CUDA: one line within seconds, not a traceback deep in a run."""
+    """The design card's launch line, on a machine without CUDA: one line within seconds, not a
+    traceback deep in a run."""
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "train.py", "--config", "qwen3_8b_qae.yaml",
-                           f"trainer.output_dir={tmp_path / 'gpu'}"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "train.py",
+                           "--config", "qwen3_8b_qae.yaml", f"trainer.output_dir={tmp_path / 'gpu'}"],
+                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "error: this config is sized for CUDA GPUs" in proc.stderr
     assert "Traceback" not in proc.stderr.split("error: this config")[0]  # the message comes first

@@ -18,10 +18,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import rollout as batching  # noqa: E402
 import config  # noqa: E402
-from infra import launch  # noqa: E402
+import rollout as batching  # noqa: E402
 import train  # noqa: E402
+from infra import launch  # noqa: E402
 from infra.policy import Policy, load_policy, load_tokenizer  # noqa: E402
 
 
@@ -94,7 +94,7 @@ def main(model_dir: str, chunk: int, out: str):
             known, _ = train.old_logprobs(cfg, accelerator, model, batch, everything, tokenizer.pad_token_id)
         else:
             model.train()
-            train.accumulate_gradients(cfg, accelerator, model, batch, adv, dict(known), everything,
+            train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, everything,
                                        tokenizer.pad_token_id)
             optimizer.zero_grad(set_to_none=True)
         result[phase] = {"passes": passes["n"], **{k: counts[k] - before[k] for k in counts}}
