@@ -145,8 +145,9 @@ def paper_plan(seed: int = 0) -> None:
     resp = torch.exp(7.5 + torch.randn(n, generator=g)).clamp(16, 20480).round().long().tolist()
     prompt = torch.randint(60, 400, (n,), generator=g).tolist()
     adv = (torch.rand(n, generator=g) < 0.2).float() * torch.randn(n, generator=g)
-    batch = Batch([[0] * p for p in prompt], [[0] * r for r in resp], [""] * n, [""] * n, torch.zeros(n // 16, 16),
-                  torch.zeros(n // 16, 16, dtype=torch.bool))  # as vLLM gives it: no policy log-probs
+    pg = (n // 16, 16)  # (P, G)
+    batch = Batch([[0] * p for p in prompt], [[0] * r for r in resp], [""] * n, [""] * n, torch.zeros(pg),
+                  torch.zeros(pg, dtype=torch.bool), torch.zeros(pg))  # as vLLM gives it: no policy log-probs
     first = set(range(mini))
 
     def cost(ids, packed: bool, grad: bool) -> dict:

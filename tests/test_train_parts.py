@@ -33,7 +33,7 @@ def random_batch(P=4, G=4, vocab=300, zero_frac=0.75, seed=0):
     adv = torch.randn(P * G, generator=g, dtype=torch.float64).float()
     adv[torch.rand(P * G, generator=g) < zero_frac] = 0.0
     batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
-                        torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool))
+                        torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool), torch.zeros(P, G))
     return batch, adv
 
 

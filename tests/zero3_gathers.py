@@ -62,7 +62,7 @@ def synthetic_batch(rank: int, P: int = 4, G: int = 4):
     adv = torch.randn(P * G, generator=g)
     adv[torch.rand(P * G, generator=g) < 0.5] = 0.0
     batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
-                           torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool))
+                           torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool), torch.zeros(P, G))
     return batch, adv
 
 
