@@ -18,7 +18,7 @@ step, on the same model, prompts, reward, batch shape and hyperparameters:
               num_iterations 1, gradient_accumulation_steps 1)
     sampler   transformers `generate` on the training model (TRL use_vllm=False): temperature 1.0,
               top_p 1.0, no top-k, at most 24 new tokens, token ids past the tokenizer never
-              sampled (this trainer's rollout.py choice 1; TRL via generation_kwargs.suppress_tokens)
+              sampled (this trainer's infra/hf_sampler.py choice 1; TRL via generation_kwargs.suppress_tokens)
     loss      clip-higher, eps_low 0.2 / eps_high 0.28, token-level mean over the optimizer
               step's tokens (TRL loss_type "dapo": with one process and one accumulation step
               its normaliser is the batch's completion-token count, as in this trainer's
@@ -59,7 +59,7 @@ Caveats, numbered (differences that remain):
    sign, covariance); TRL's window excludes its logging but includes its metric gathering.
 5. The dynamic-sampling line keeps the 8 x 8 training batch and one optimizer step, with dynamic
    sampling on as tiny_qae.yaml runs it (generation batches of up to 16 prompts, sized from the
-   running keep rate, `trainer.adaptive_gen_batch`; batch.py choice 3) until 8 groups with mixed
+   running keep rate, `trainer.adaptive_gen_batch`; rollout.py choice 3) until 8 groups with mixed
    correctness are kept: strictly more generation per step than TRL, which has no dynamic
    sampling and trains on whatever 8 groups it drew (all-correct and all-wrong ones included).
 6. On a busy machine the absolute seconds are inflated and noisy; the interleaving spreads the
@@ -145,7 +145,7 @@ def trl_worker(threads: int, steps: int, out_dir: Path) -> None:
         per_device_train_batch_size=P * G, num_generations=G, steps_per_generation=1, num_iterations=1,
         gradient_accumulation_steps=1, max_completion_length=MAX_RESPONSE_LEN,
         temperature=1.0, top_p=1.0, top_k=0, use_vllm=False,
-        # rollout.py choice 1
+        # infra/hf_sampler.py choice 1
         generation_kwargs={"suppress_tokens": list(range(len(tokenizer), model.config.vocab_size))},
         beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group",
         mask_truncated_completions=False,

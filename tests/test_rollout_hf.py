@@ -161,7 +161,7 @@ def test_report_policy_logp_off_samples_the_same_and_reports_nothing():
 
 
 # ----------------------------------------------------------------------------------------------
-# (d) the sampling loop draws what transformers' generate draws (rollout.py choice 5)
+# (d) the sampling loop draws what transformers' generate draws (infra/hf_sampler.py choice 4)
 # ----------------------------------------------------------------------------------------------
 
 
