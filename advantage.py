@@ -23,7 +23,7 @@ prompt), NEG-MASK masks only the negatives on hard prompts (positives stay on ev
 
 Baselines are looked up by name in BASELINES, so a fork adds one with a single entry there.
 
-Departures and choices, numbered:
+Choices, numbered (a departure from the paper or verl says so):
 1. Two quantile rules. "linear" is `torch.quantile`'s default (position K*(G-1), interpolating),
    which is what the authors' patch on verl runs. "right_continuous" is the paper's text,
    inf{x : F(x) >= K} = the ceil(K*G)-th smallest reward. They agree for G = 16 and
@@ -158,7 +158,7 @@ def class_best_rewards(reward: torch.Tensor, acc: torch.Tensor) -> tuple[torch.T
 
 def masked_baseline(reward: torch.Tensor, acc: torch.Tensor, hard: torch.Tensor, *,
                     mask_pos_on_easy: bool, mask_neg_on_hard: bool) -> torch.Tensor:
-    """Per-response baseline of the masked two-sided signal (module docstring, item 5).
+    """Per-response baseline of the masked two-sided signal (module docstring, choice 5).
 
     A kept response is compared with the other class's best reward, a masked one with its own
     class's. POS-MASK: mask_pos_on_easy only; NEG-MASK: mask_neg_on_hard only; both: QAE's gate.
@@ -208,7 +208,7 @@ def compute_advantages(
         quantile_rule: "linear" (torch.quantile, the authors' code) or "right_continuous"
             (the paper's inf{x : F(x) >= K}).
         mask: None, "pos" (POS-MASK) or "neg" (NEG-MASK), the paper's ablations (section 5.3);
-            the mask defines each response's baseline (module docstring, item 5).
+            the mask defines each response's baseline (module docstring, choice 5).
         acc: (P, G) bool, the verifier's verdicts; needed by a mask (success/failure and p).
         baseline: a name in BASELINES; None = "quantile" when K is given, else "mean".
         penalty: (P, G) the overlong penalty included in `rewards`, or None. Given, the baseline (of

@@ -12,7 +12,7 @@ Z_g of the prompt's group (group-token-mean); verl's token-mean divides by all t
 mini-batch. Log-probabilities are taken under the sampling temperature T: logits / T before the
 log-softmax.
 
-Departures and choices, numbered:
+Choices, numbered (a departure from the paper or verl says so):
 1. No KL term and no entropy bonus (paper: "exclude both KL divergence and entropy losses").
    Entropy is computed for logging only.
 2. The normaliser's counts are the whole mini-batch's, over micro-batches and data-parallel
@@ -57,7 +57,7 @@ def clip_higher_token_loss(
     """
     if adv.dim() == 1:
         adv = adv.unsqueeze(-1)  # (B, 1): every token gets its response's advantage
-    ratio = torch.exp((logp - old_logp).clamp(-20.0, 20.0))  # (B, T); departure 4
+    ratio = torch.exp((logp - old_logp).clamp(-20.0, 20.0))  # (B, T); choice 4
     surr = -adv * ratio  # (B, T)
     surr_clipped = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)  # (B, T)
     loss = torch.maximum(surr, surr_clipped)  # (B, T): the pessimistic (min of objectives) term

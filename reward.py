@@ -23,7 +23,7 @@ them on the benchmark golds):
     >>> [score("Answer: 0.5", r"\frac{1}{2}", mode=m).score for m in ("verify", "dapo")]
     [1.0, -1.0]
 
-Policy of mode="verify", numbered (docs/reward.md has a table of answer forms, accepted and
+Choices, numbered. Of mode="verify" (docs/reward.md has a table of answer forms, accepted and
 refused):
 1. Final answer (verifier/extract.py): the last box group (`\boxed{...}`, `\fbox{...}`,
    `\boxed 7`; boxes joined only by "and", "or", commas or `\quad` are one answer) or the last
@@ -58,15 +58,15 @@ refused):
    runs this sympy path in worker subprocesses that are killed at timeout_s and capped in
    memory (verifier/pool.py).
 
-Departures of mode="verify" from verl's DAPO reward and from Math-Verify 0.9.0, numbered:
-1. Boxed answers are accepted besides DAPO's `Answer:` line, and equality is mathematical, not
+Departures of mode="verify" from verl's DAPO reward and from Math-Verify 0.9.0:
+5. Boxed answers are accepted besides DAPO's `Answer:` line, and equality is mathematical, not
    string equality (verl: 39% on a broad equivalence set).
-2. Math-Verify times out with signal.alarm (main thread only, whole seconds, cannot interrupt
+6. Math-Verify times out with signal.alarm (main thread only, whole seconds, cannot interrupt
    GMP, no memory bound) and passes text to parse_expr; here the bound is a process boundary
    and nothing is evaluated. Math-Verify also accepts `10^3` for an integer gold, reads
    `1\,000` as 0, compares numbers with a tolerance (1/2^98 == 1/2^99; 0.3333 answers 1/3) and
    joins boxes however far apart; this module does none of these.
-3. Exactness without simplify (verifier/equal.py): rationals compare exactly; other values by
+7. Exactness without simplify (verifier/equal.py): rationals compare exactly; other values by
    sympy's canonical form, then by agreement to 80+ significant digits with the precision
    raised above anything a written decimal could fake (expressions with variables: at three
    generic points). sympy.simplify is never called: its cost has no bound.
@@ -74,13 +74,14 @@ Departures of mode="verify" from verl's DAPO reward and from Math-Verify 0.9.0, 
 Departures of mode="dapo" from verl's compute_score: verifier/dapo.py's module docstring.
 
 Departure of overlong_penalty (both modes) from DAPO's overlong shaping (DAPO paper section 3.4):
-1. It clips at -penalty_factor for responses longer than max_response_len (DAPO never sees one,
+8. It clips at -penalty_factor for responses longer than max_response_len (DAPO never sees one,
    because generation stops there).
 
-Files: this one holds mode="verify"'s verdicts (the string-only ones of policy 2, the hand-off
-to the sympy path of policies 3 and 4) and score/score_batch, which dispatch both modes.
-verifier/extract.py finds the final answer (policy 1), verifier/normalize.py strips formatting,
-verifier/parse.py (with verifier/tokens.py and verifier/values.py) parses and verifier/equal.py compares.
+Files: this one holds score and score_batch, which dispatch both modes, and the overlong shaping.
+The verify mode's internals are in verifier/: extract.py finds the final answer (choice 1),
+normalize.py strips formatting, verdict.py decides (choices 2 and 3: string work first, then
+parse.py, with tokens.py and values.py, parses and equal.py compares), pool.py bounds the time
+and memory of each check (choice 4).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ from dataclasses import dataclass
 
 from verifier import pool
 from verifier.dapo import dapo_verdict
-from verifier.extract import TAIL_CHARS, extract_answer  # noqa: F401 - policy 1, re-exported
+from verifier.extract import TAIL_CHARS, extract_answer  # noqa: F401 - choice 1, re-exported
 from verifier.verdict import fast_verdict, gold_text, verdict
 
 MODES = ("verify", "dapo")
@@ -109,7 +110,7 @@ def _result(acc: bool, pred: str | None, timeout: bool = False) -> RewardResult:
 
 
 def score_verify(response: str, ground_truth: str) -> RewardResult:
-    """mode="verify": the reward of one response (policies 1-4), in this process. Never raises."""
+    """mode="verify": the reward of one response (choices 1-4), in this process. Never raises."""
     try:
         pred = extract_answer(response)
         if pred is None:
@@ -126,7 +127,7 @@ def score_verify(response: str, ground_truth: str) -> RewardResult:
 
 def score_dapo(response: str, ground_truth: str) -> RewardResult:
     """mode="dapo": verl's compute_score (verifier/dapo.py); the gold is read as text, as in verify
-    mode. Never raises (verifier/dapo.py departure 1)."""
+    mode. Never raises (verifier/dapo.py choice 1)."""
     return _result(*dapo_verdict(response, gold_text(ground_truth)))
 
 
@@ -177,7 +178,7 @@ def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: fl
         if preds[i] is None or fast is not None:
             results[i] = _result(bool(fast), preds[i])
         else:
-            jobs[i] = (preds[i], gold)  # policy 4: the sympy path, in a killable worker
+            jobs[i] = (preds[i], gold)  # choice 4: the sympy path, in a killable worker
     for i, ok in pool.run_checks(jobs, timeout_s, workers).items():
         results[i] = _result(False, None, True) if ok is None else _result(ok, preds[i])
     return results  # type: ignore[return-value]
@@ -203,4 +204,4 @@ def overlong_penalty(response_len: int, max_response_len: int, buffer_len: int,
                          f", got {buffer_len}")
     expected = max_response_len - buffer_len
     penalty = min(-(response_len - expected) / buffer_len * penalty_factor, 0.0)
-    return max(penalty, -penalty_factor) + 0.0  # overlong departure 1: clip past the max; no -0.0
+    return max(penalty, -penalty_factor) + 0.0  # choice 8: clip past the max; no -0.0

@@ -15,7 +15,7 @@ Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; d
                 normalised over the whole mini-batch (loss.py); AdamW with clipping
   7. log, checkpoint
 
-Departures and choices, numbered:
+Choices, numbered (a departure from the paper or verl says so):
 1. Exact sparse update: with no KL and no entropy bonus, a response with advantage exactly 0
    contributes exactly 0 gradient, and under QAE that is ~80% of responses; they are skipped in
    the gradient passes and kept in the loss normaliser's counts (`trainer.sparse_update`).

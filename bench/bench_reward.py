@@ -2,7 +2,7 @@
 
     python bench/bench_reward.py [--repeat 1] [--batch 64] [--workers N]
 
-Cases: the hand-labelled table tests/reward_cases.py (every policy rule; expectations written
+Cases: the hand-labelled table tests/reward_cases.py (every reward.py choice; expectations written
 by hand), repeated --repeat times. Both verifiers see exactly the same (response, gold) pairs:
 
     reward:       score_batch(responses, golds) in batches of --batch (the trainer's call)

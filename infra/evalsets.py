@@ -24,7 +24,7 @@ Choices, numbered:
    config's prompt template and chat template), but no problem is dropped for length
    (data.max_prompt_len does not apply): a benchmark is scored whole.
 3. Gold answers are used as the files give them ("073" in AIME 2024, "27.0" in AMC 2023):
-   reward.py reads both as integer golds (its policy 2); tests/test_eval.py checks every row.
+   reward.py reads both as integer golds (its choice 2); tests/test_eval.py checks every row.
 4. pass@k for k = 1, 2, 4, ... up to n, and n itself. verl's `best@k` (a bootstrap, reads
    lower) is not reported.
 """

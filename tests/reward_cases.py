@@ -2,7 +2,7 @@ r"""Hand-labelled equivalence cases for reward.py, one tuple per case: (rule, go
 
 Every expectation was written from reward.py's policy (its module docstring) and from the kind
 of cases public grader test suites check (Math-Verify, the Minerva/MATH normaliser, PRM800K,
-DAPO); none was computed by the code under test. `rule` names the policy item the case is
+DAPO); none was computed by the code under test. `rule` names the reward.py choice the case is
 about. bench/bench_reward.py scores Math-Verify on the same table.
 """
 

@@ -58,7 +58,7 @@ def test_score_batch_equals_score_on_the_case_table():
 
 
 # ----------------------------------------------------------------------------------------------
-# Policy 1: extraction
+# Choice 1: extraction
 # ----------------------------------------------------------------------------------------------
 
 
@@ -240,7 +240,7 @@ def test_adversarial_score_batch_is_bounded(no_marker):
 
 
 def test_no_eval_exec_sympify_in_the_verifier_source():
-    """Policy 4, statically: the names never appear in code (docstrings and comments aside)."""
+    """Choice 4, statically: the names never appear in code (docstrings and comments aside)."""
     banned = {"eval", "exec", "sympify", "parse_expr", "lambdify", "__import__", "parse_latex",
               "latex2sympy", "pickle", "marshal"}
     for path in (REPO / name for name in ("reward.py", "verifier/extract.py", "verifier/normalize.py",
@@ -368,7 +368,7 @@ def test_score_batch_on_empty_and_fast_only_batches_starts_no_pool(monkeypatch):
     (18432, 1.0, -0.5),
     (20480, 1.0, -1.0),
     (20480, 0.5, -0.5),
-    (30000, 1.0, -1.0),  # past the maximum: clipped (overlong departure 1)
+    (30000, 1.0, -1.0),  # past the maximum: clipped (reward.py choice 8)
 ])
 def test_overlong_penalty(length, factor, expected):
     assert overlong_penalty(length, 20480, 4096, factor) == pytest.approx(expected)

@@ -23,7 +23,7 @@ steps in verl's order.
 tests/test_reward_dapo.py holds verl 0.5.0's own outputs on hand-written responses and checks
 that this module returns the same acc, score and pred on each.
 
-Departures from verl's compute_score, numbered (only on inputs verl rejects or on its cost):
+Choices, numbered (each a departure from verl's compute_score, only on inputs verl rejects or on its cost):
 1. Never raises. A gold stored as a number (27.0, numpy.int64) is read as its text (reward.py
    does this before calling, as for mode="verify"); verl raises AttributeError. A response that
    is not a string scores -1 with pred None; verl raises TypeError.
@@ -58,7 +58,7 @@ _DAPO_SQRT_RE = re.compile(r"sqrt([^{])")  # \sqrt3 -> \sqrt{3}
 
 
 # ----------------------------------------------------------------------------------------------
-# verl's `.*` regexes, as line-by-line str.find rules (departure 2)
+# verl's `.*` regexes, as line-by-line str.find rules (choice 2)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -128,7 +128,7 @@ def dapo_normalize(answer: str) -> str:
 def dapo_verdict(response: str, ground_truth: str) -> tuple[bool, str | None]:
     """(acc, pred) of verl's compute_score(response, ground_truth), strict_box_verify=False.
     Only the last `Answer:` match in the last 300 characters counts (a `\\boxed{}` does not);
-    pred is verl's normalised prediction. Never raises (departure 1): (False, None) instead."""
+    pred is verl's normalised prediction. Never raises (choice 1): (False, None) instead."""
     try:
         tail = response[-DAPO_TAIL_CHARS:]
         last = None

@@ -1,4 +1,4 @@
-r"""Exact equality of two parsed answers (reward.py's policy 3), gold first: answers_equal(g, p).
+r"""Exact equality of two parsed answers (reward.py's choice 3), gold first: answers_equal(g, p).
 
 Inputs are what parse.parse returns: sympy expressions, Seq (tuple / set / list / pm),
 Interval, Union, Relation and Matrix. The comparison, by kind of gold:
@@ -17,7 +17,7 @@ Interval, Union, Relation and Matrix. The comparison, by kind of gold:
 `x = 5`, `(x, y) = (1, 2)` and `x \in S` are read as their right-hand side when the other
 answer is not an equation.
 
-Exactness, numbered:
+Choices, numbered:
 1. Rationals compare exactly: 0.333 != 1/3, 1/2^98 != 1/2^99, 3.14 != pi.
 2. Anything else first compares in sympy's canonical form, which merges the usual rewritings
    (\sqrt{20} = 2\sqrt{5}, 1/\sqrt{3} = \sqrt{3}/3, 2(k+1) - (2k+2) = 0). Otherwise the two sides
@@ -44,7 +44,7 @@ from verifier.values import Interval, Matrix, Relation, Seq, Union
 
 MIN_DIGITS = 100  # numeric comparison precision, before raising it for long numbers
 MAX_DIGITS = 2000  # ... and its ceiling, which bounds the cost of one evaluation
-MIN_ROUNDED_DIGITS = 3  # exactness 3: significant digits a decimal gold needs to count as rounded
+MIN_ROUNDED_DIGITS = 3  # choice 3: significant digits a decimal gold needs to count as rounded
 _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
@@ -54,7 +54,7 @@ _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
 def scalars_equal(a: sp.Expr, b: sp.Expr) -> bool:
-    """Exactness 1 and 2 above.
+    """Choices 1 and 2 above.
 
     >>> from sympy import Rational, sqrt, pi
     >>> scalars_equal(Rational(1, 2), Rational(2, 4)), scalars_equal(sqrt(20), 2 * sqrt(5))
@@ -70,7 +70,7 @@ def scalars_equal(a: sp.Expr, b: sp.Expr) -> bool:
     if diff == 0:
         return True
     if diff.is_Rational or _opaque(a) or _opaque(b):
-        return False  # an opaque sum (parse.py reading 7) is equal only in canonical form
+        return False  # an opaque sum (parse.py choice 9) is equal only in canonical form
     return _agree_numerically(a, b)
 
 
@@ -123,7 +123,7 @@ def _terminates(r: sp.Rational) -> bool:
 
 
 def rounds_to(gold_text: str, value) -> bool:
-    """Exactness 3: value rounds to the decimal gold_text at its last written digit.
+    """Choice 3: value rounds to the decimal gold_text at its last written digit.
 
     >>> from sympy import Rational, sqrt
     >>> rounds_to("33.3", Rational(100, 3)), rounds_to("4.123105625617661", sqrt(17))

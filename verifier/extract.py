@@ -1,4 +1,4 @@
-r"""Policy 1 of reward.py's verify mode: the final answer of a response (string work only).
+r"""Choice 1 of reward.py's verify mode: the final answer of a response (string work only).
 
     extract_answer(response) -> str | None
 
@@ -221,7 +221,7 @@ def last_answer_line(text: str) -> tuple[int, str] | None:
 
 
 def extract_answer(response: str) -> str | None:
-    """Policy 1. Returns the final answer text, or None if the response gives none."""
+    """Choice 1. Returns the final answer text, or None if the response gives none."""
     tail = response[-TAIL_CHARS:]
     box, line = last_box_group(tail), last_answer_line(tail)
     candidates = [c for c in (box, line) if c is not None]

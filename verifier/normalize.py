@@ -5,7 +5,7 @@ r"""Formatting that never changes an answer's value, removed before reward.py co
     decimal_comma(a, b) -> str | None              # "2,74" read as 2.74 against the gold 2.74
 
 String work only (regexes and one bracket-matching pass, linear in the answer's length); no
-sympy. reward.py's policy 2 lists what counts as formatting; the choices a grader has to make
+sympy. reward.py's choice 2 lists what counts as formatting; the choices a grader has to make
 are numbered here and repeated at their lines:
 1. Units and currency are formatting after a number: `$`, `\$`, euro, pound and yen signs,
    `\text{...}` words, `^\circ` (and `^\circ C`), `%`, and unit words at the end (cm, km/h,

@@ -17,7 +17,7 @@ reward.py calls `parse(text)` on a final answer the model wrote (`\frac{1}{2}`, 
     function := (\sin | \cos | ... | \ln | \log["_" arg]) ["^" exponent] (parenthesised | product)
     sum      := \sum "_" "{" letter "=" expr "}" "^" exponent product
 
-Safety, numbered (reward.py's policy rule 4):
+Choices, numbered. Safety (reward.py's choice 4):
 1. Nothing here calls eval, exec, sympify or parse_expr. Text becomes tokens from one regex;
    tokens become sympy objects only through constructors (Rational, Symbol, Add, Mul, Pow, sin,
    ...) on values already checked. An unknown token is a ParseError, never a guess.
@@ -28,18 +28,18 @@ Safety, numbered (reward.py's policy rule 4):
    constructors. sympy evaluates `9**(9**9)` eagerly on construction, so the check must come
    first.
 
-Readings, numbered (choices a grader has to make; each is repeated at its line):
-1. `i` is the imaginary unit and `e` is Euler's number, as in MATH answers (values.letter).
-2. TeX one-token arguments: `\frac43` = 4/3, `\frac 59` = 5/9, `\sqrt2`; but an exponent takes a
+Readings (what a grader has to decide; each is repeated at its line):
+3. `i` is the imaginary unit and `e` is Euler's number, as in MATH answers (values.letter).
+4. TeX one-token arguments: `\frac43` = 4/3, `\frac 59` = 5/9, `\sqrt2`; but an exponent takes a
    whole number (`2^10` = 1024, what the writer meant, not TeX's 2^1 0).
-3. An integer directly followed by a proper fraction is a mixed number: `1\frac{4}{5}` = 9/5.
-4. Two numbers side by side (`42 43`) are an error, not a product.
-5. `(a, b)` is a tuple; verifier/equal.py reads a 2-tuple as an open interval when compared with
+5. An integer directly followed by a proper fraction is a mixed number: `1\frac{4}{5}` = 9/5.
+6. Two numbers side by side (`42 43`) are an error, not a product.
+7. `(a, b)` is a tuple; verifier/equal.py reads a 2-tuple as an open interval when compared with
    one. `[a, b]`, `(a, b]`, `[a, b)` are intervals; `\{...\}` is a set; `a \pm b` is the pair
    {a + b, a - b} (Seq "pm").
-6. `\sin x \cos x` is sin(x) cos(x): a function's unparenthesised argument stops at the next
+8. `\sin x \cos x` is sin(x) cos(x): a function's unparenthesised argument stops at the next
    function; `\sin^{-1} x` is arcsin x; `\log` is the natural logarithm unless `\log_b`.
-7. `\sum_{k=a}^{b} t` is an opaque sum(t, k, a, b) that is never evaluated: two sums are equal
+9. `\sum_{k=a}^{b} t` is an opaque sum(t, k, a, b) that is never evaluated: two sums are equal
    when their parts are (`F_{n-k-1} F_k` = `F_k F_{n-k-1}`: products are canonical). A
    subscript may hold + and -: `F_{n-k-1}` is one variable named by its text.
 
@@ -153,12 +153,12 @@ class _Parser(Tokens):
                 value = divide(value, self.signed())
             elif self.starts_factor():
                 if self.peek_kind() == "num" and self.prev_kind() == "num":
-                    raise ParseError("two numbers side by side")  # reading 4: "42 43" is a hedge
+                    raise ParseError("two numbers side by side")  # choice 6: "42 43" is a hedge
                 mixed = (isinstance(value, sp.Integer) and value >= 0 and self.i == start
                          and self.prev_kind() == "num" and tok in FRACS)
                 factor = self.power()
                 if mixed and isinstance(factor, sp.Rational) and 0 < factor < 1:
-                    value = value + factor  # reading 3: 1\frac{4}{5} is a mixed number
+                    value = value + factor  # choice 5: 1\frac{4}{5} is a mixed number
                 else:
                     value = as_expr(value) * as_expr(factor)
             else:
@@ -192,7 +192,7 @@ class _Parser(Tokens):
             negate ^= self.take() == "-"
         if self.peek() == "{":
             value = self.atom()  # a braced group
-        else:  # reading 2: a whole number, a letter or a command atom; ^ again is a tower
+        else:  # choice 4: a whole number, a letter or a command atom; ^ again is a tower
             self.depth += 1
             if self.depth > MAX_DEPTH:
                 raise ParseError(f"nesting deeper than {MAX_DEPTH}")
@@ -262,7 +262,7 @@ class _Parser(Tokens):
         raise ParseError(f"unsupported token {tok!r}")
 
     def arg(self):
-        """One TeX macro argument: a braced group or one token (reading 2: \\frac43 = 4/3)."""
+        """One TeX macro argument: a braced group or one token (choice 4: \\frac43 = 4/3)."""
         if self.peek_kind() == "num" and len(self.peek()) > 1:
             digit, rest = self.peek()[0], self.peek()[1:]
             if digit == ".":
@@ -281,7 +281,7 @@ class _Parser(Tokens):
                 raise ParseError("half-open bracket around one value")
             return items[0]  # grouping
         if len(items) == 2 and (opening + closing) != "()":
-            return interval(items[0], items[1], opening == "(", closing == ")")  # reading 5
+            return interval(items[0], items[1], opening == "(", closing == ")")  # choice 7
         if (opening + closing) not in ("()", "[]"):
             raise ParseError("half-open bracket around more than two values")
         return Seq("tuple", tuple(items))
@@ -320,7 +320,7 @@ class _Parser(Tokens):
             self.take()
             argument = as_expr(self.expr())
             self.expect(")")
-        else:  # reading 6: \sin 2x
+        else:  # choice 8: \sin 2x
             argument = self.product()
         if exp == -1 and name in INVERSES:  # \sin^{-1} x is arcsin x
             name, exp = INVERSES[name], None

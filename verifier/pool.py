@@ -5,8 +5,8 @@
 reward.score_batch (verify mode) sends here every answer that its string-only paths cannot
 decide; each worker answers with reward.sympy_verdict(pred, gold). The bound on a check is a
 process boundary: a worker that overruns timeout_s is killed and replaced, and each worker runs
-under an address-space limit, so no answer can hang or exhaust the trainer (reward.py's policy
-rule 4). Nothing here knows about math; a test can drive the pool with a stand-in worker.
+under an address-space limit, so no answer can hang or exhaust the trainer (reward.py's choice
+4). Nothing here knows about math; a test can drive the pool with a stand-in worker.
 
 Choices, numbered (each is repeated at its line):
 1. Workers are plain `python -c` subprocesses speaking one JSON line per job, not

@@ -6,7 +6,7 @@ r"""The vocabulary of verifier/parse.py's grammar: the tokenizer and the allow-l
 
 Everything the parser accepts is named here: relation and operator symbols, functions,
 constants, Greek letters, fraction commands, matrix environments, big operators. A token
-outside these tables is a ParseError in verifier/parse.py (its safety rule 1: never a guess).
+outside these tables is a ParseError in verifier/parse.py (its choice 1: never a guess).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class Tokens:
         parts = []
         while self.peek() not in ("}", ""):
             if self.peek_kind() not in ("num", "var") and self.peek() not in ("+", "-"):
-                raise ParseError("subscript must be letters, digits, + and -")  # parse.py reading 7
+                raise ParseError("subscript must be letters, digits, + and -")  # parse.py choice 9
             parts.append(self.take())
         self.expect("}")
         return "".join(parts)

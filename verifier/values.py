@@ -10,7 +10,7 @@ verifier/parse.py turns answer text into these; verifier/equal.py compares them.
     Relation       a chain such as x = 5 or 1 < x \le 2
     Matrix         rows of equal length
 
-Safety (verifier/parse.py's safety rule 2, reward.py's policy rule 4): every piece of arithmetic the
+Safety (verifier/parse.py's choice 2, reward.py's choice 4): every piece of arithmetic the
 parser asks of sympy goes through a constructor here, and each checks sizes before sympy
 computes: digits per number (MAX_DIGITS), the bit size of an exact power, factorial or binomial
 (MAX_BITS), the exponent of a non-rational base (MAX_SYMBOLIC_EXP), root indices, and \pm signs
@@ -143,7 +143,7 @@ def binomial(n, k) -> sp.Expr:
 
 
 def letter(name: str) -> sp.Expr:
-    # parse.py reading 1: i is the imaginary unit and e is Euler's number (MATH conventions).
+    # parse.py choice 3: i is the imaginary unit and e is Euler's number (MATH conventions).
     return {"i": sp.I, "e": sp.E}.get(name) or sp.Symbol(name)
 
 

@@ -1,4 +1,4 @@
-r"""The verify mode's verdict on one extracted answer against its gold (reward.py's policies 2 and 3).
+r"""The verify mode's verdict on one extracted answer against its gold (reward.py's choices 2 and 3).
 
     verdict(pred, gold) -> bool           # fast_verdict, else sympy_verdict
     fast_verdict(pred, gold) -> bool | None   # string work only: integer, text and base-b golds
@@ -18,7 +18,7 @@ from verifier.normalize import decimal_comma, drop_names, normalize
 MAX_ANSWER_CHARS = 2000  # a longer "final answer" is not parsed (scored incorrect)
 
 # ----------------------------------------------------------------------------------------------
-# Policy 2 (integer golds), text golds and base-b golds: string work only
+# Choice 2 (integer golds), text golds and base-b golds: string work only
 # ----------------------------------------------------------------------------------------------
 
 _ASSIGN_RE = re.compile(r"^(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?\s*=\s*")
@@ -83,7 +83,7 @@ def fast_verdict(pred: str, gold: str) -> bool | None:
         return False
     p, g = comparable(pred, gold)
     gold_int = integer_literal(g)
-    if gold_int is not None:  # policy 2
+    if gold_int is not None:  # choice 2
         return integer_literal(p) == gold_int
     if p == g:
         return True
@@ -104,12 +104,12 @@ def fast_verdict(pred: str, gold: str) -> bool | None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Policy 3 (other golds): parse both answers and compare them exactly (parse.py, equal.py)
+# Choice 3 (other golds): parse both answers and compare them exactly (parse.py, equal.py)
 # ----------------------------------------------------------------------------------------------
 
 
 def sympy_verdict(pred: str, gold: str) -> bool:
-    """Policy 3: parse both normalised answers and compare them. Any failure (a ParseError, or
+    """Choice 3: parse both normalised answers and compare them. Any failure (a ParseError, or
     one of the many exception types sympy raises) is an incorrect answer."""
     from verifier.equal import answers_equal, rounds_to  # sympy is imported only on this path
     from verifier.parse import parse
@@ -125,7 +125,7 @@ def sympy_verdict(pred: str, gold: str) -> bool:
     for reading in readings:
         try:
             value = parse(reading)
-            if answers_equal(gold_value, value) or rounds_to(g, value):  # policy 3: rounded golds
+            if answers_equal(gold_value, value) or rounds_to(g, value):  # choice 3: rounded golds
                 return True
         except Exception:  # noqa: BLE001
             pass
