@@ -189,7 +189,7 @@ class TrainerConfig:
     """Prompts per generation batch under dynamic sampling; null = train_batch_size."""
     adaptive_gen_batch: bool = False
     """Size each dynamic-sampling generation batch from the running keep rate (groups still needed /
-    keep rate, +25%), capped at gen_batch_size; false = always gen_batch_size, as verl (train.py choice 11)."""
+    keep rate, +25%), capped at gen_batch_size; false = always gen_batch_size, as verl (rollout.KeepRate)."""
     mini_batch_size: int = 32
     """Prompts per optimizer step; train_batch_size / mini_batch_size steps per rollout batch."""
     ppo_epochs: int = 1

@@ -364,7 +364,7 @@ def main(argv=None) -> None:
         model.to(accelerator.device)
     longest_prompt = max(len(p.prompt_ids) for probs in problems.values() for p in probs)
     engine = rollout.make_rollout(cfg.rollout, model, tokenizer, longest_prompt + settings["max_tokens"])
-    engine.sync_weights(model)  # vLLM frees its weights until the first sync (infra/vllm_sampler.py choice 2)
+    engine.sync_weights(model)  # vLLM frees its weights until the first sync (VLLMSampler.sync_weights)
 
     records, benchmarks = {}, {}
     for name, probs in problems.items():

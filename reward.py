@@ -51,7 +51,7 @@ refused):
    gold is correct when the sets are equal. Text golds (`\text{Evelyn}`, `\text{(C)}`) compare
    as case-insensitive words; base-b golds (`2516_8`) as digits, with or without the base. A
    `%` in the prediction may be read as formatting or as /100 (25\% answers 0.25 and 25). A
-   decimal comma (`2,74`) is read only against a decimal gold (verifier/normalize.py choice 3).
+   decimal comma (`2,74`) is read only against a decimal gold (verifier.normalize.decimal_comma).
 4. Model text is never passed to eval, exec, sympify or parse_expr: verifier/parse.py is an
    allow-listed recursive-descent parser that caps digits, exponents, factorials and nesting
    before any arithmetic (verifier/values.py), and verifier/equal.py compares its output. score_batch
@@ -127,7 +127,7 @@ def score_verify(response: str, ground_truth: str) -> RewardResult:
 
 def score_dapo(response: str, ground_truth: str) -> RewardResult:
     """mode="dapo": verl's compute_score (verifier/dapo.py); the gold is read as text, as in verify
-    mode. Never raises (verifier/dapo.py choice 1)."""
+    mode. Never raises (verifier.dapo.dapo_verdict)."""
     return _result(*dapo_verdict(response, gold_text(ground_truth)))
 
 

@@ -20,33 +20,33 @@ Choices, numbered (a departure from the paper or verl says so):
    contributes exactly 0 gradient, and under QAE that is ~80% of responses; they are skipped in
    the gradient passes and kept in the loss normaliser's counts (`trainer.sparse_update`).
 2. Micro-batches are filled by a token budget (data.token_budget_micro_batches), not a count, and
-   each is one packed row: no padding is computed (infra/policy.py choice 5).
+   each is one packed row: no padding is computed (infra.policy.packed_inputs).
 3. Data parallel: the kept groups are pooled over ranks and dealt mini-batch by mini-batch, so
-   each optimizer step sees the same groups whatever the number of processes (rollout.py choice 1).
+   each optimizer step sees the same groups whatever the number of processes (rollout.deal_groups).
 4. Every rank makes the same number of forward passes (policy.plan_passes; zero-weighted
-   fillers), as ZeRO-3's collectives require; each pass calls the output layer once (infra/policy.py choice 2).
+   fillers), as ZeRO-3's collectives require; each pass calls the output layer once (infra.policy.OutputHead).
 5. A step whose loss or gradient is not finite is not applied (no optimizer or scheduler step)
    and is counted in `optim/skipped`. (Under DeepSpeed its engine steps inside the last
    backward and skips a non-finite gradient itself; the norm it reports is then inf.)
 6. No KL penalty, no entropy bonus, no reference model (paper: "exclude both").
 7. The loss normaliser counts the whole mini-batch, so the gradient is the sum of the ranks'
    gradients; DDP and DeepSpeed average them, so each rank's loss is scaled by the world size.
-8. Generation calls are seeded by their global index, not by rank (rollout.py choice 2).
-9. One weight copy into the sampler per step (infra/vllm_sampler.py choice 2). Periodic evaluation
+8. Generation calls are seeded by their global index, not by rank (rollout.sampling_seed).
+9. One weight copy into the sampler per step (VLLMSampler.sync_weights). Periodic evaluation
    uses it: it measures the policy that samples the step, trained for step - 1 steps
    (`eval/trained_steps`); the final policy is evaluated once more after the last step.
 10. No redundant old-log-prob pass (`trainer.reuse_logprobs`): the first mini-batch's policy is
    still the sampling-time policy, so its old log-probs are its own forward's, detached (as TRL
    does); only later mini-batches' gradient responses need a no-grad pass before the first
    optimizer step. The metrics' entropy and covariance cover every response with the HF sampler
-   (its own logits, infra/hf_sampler.py choice 3). With vLLM the zero-advantage responses, in no gradient
+   (its own logits, HFSampler.sample). With vLLM the zero-advantage responses, in no gradient
    pass, get a forward only for the metrics: the no-grad pass covers a `logging.entropy_sample`
    of them (all in the tiny configs, 512 per step in the paper's), and the metrics weigh the
    sample up to all of them (logger.logprob_sums; `policy/entropy_coverage` says how many tokens
    had a forward). `reuse_logprobs: false` runs the plain pass over every response;
    tests/test_reuse_logprobs.py checks both give the same update and metrics.
 11. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running
-   keep rate (rollout.py choice 3); off in the paper configs, which keep verl's fixed gen_batch_size.
+   keep rate (rollout.KeepRate); off in the paper configs, which keep verl's fixed gen_batch_size.
 12. DAPO's overlong filtering (masking the loss of truncated responses, DAPO section 3.4) is not
    implemented: DAPO's recipe and the QAE paper use the soft overlong punishment instead
    (reward.overlong_penalty, `reward.overlong_buffer_len`).

@@ -35,7 +35,7 @@ Choices, numbered:
    string or a number, handed on as str(answer). Anything else is an error, never a silent str().
 6. Micro-batches are filled by a token budget, not a fixed count: sequences sorted by length,
    longest first, and cut into runs whose size fits the budget: their sum when a micro-batch is
-   one packed row (the trainer, infra/policy.py choice 5), count x longest when it is padded rows. On
+   one packed row (the trainer, infra.policy.packed_inputs), count x longest when it is padded rows. On
    long-tailed reasoning-trace lengths padded rows stay little padded (bench/bench_padding.py);
    packed rows have none (bench/bench_packing.py).
 """

@@ -17,7 +17,7 @@ import torch
 
 def gate_violations(adv: torch.Tensor, acc: torch.Tensor) -> float:
     """Fraction of responses on the wrong side of QAE's gate: wrong ones with A > 0 plus correct
-    ones with A < 0 (advantage.py choice 8). (P, G) each -> float.
+    ones with A < 0 (`algorithm.quantile_of`). (P, G) each -> float.
 
     >>> gate_violations(torch.tensor([[0.42, 0.], [2., -1.]]), torch.tensor([[0, 0], [1, 0]]))  # a wrong +0.42
     0.25

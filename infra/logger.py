@@ -89,7 +89,8 @@ METRICS = {
     "perf/filler_passes": "zero-weighted passes (old log-probs and update, all ranks) run so every rank makes as "
                           "many as the busiest (ZeRO-3's collectives)",
     "perf/old_pass_frac": "fraction of the batch's responses in the no-grad pass: later mini-batches' A != 0 ones and "
-                          "the logging.entropy_sample of A = 0 ones with vLLM (train.py choice 10; 1.0 without reuse)",
+                          "the logging.entropy_sample of A = 0 ones with vLLM (train.needs_old_pass; 1.0 without "
+                          "reuse)",
     "perf/gen_tokens_per_s": "response tokens generated per second of rollout",
     "perf/train_tokens_per_s": "tokens (prompt + response) through gradient passes per second of update",
     "time/sync": "seconds copying the policy's weights into the sampler (vLLM; ZeRO-3 gathers a layer at a time)",

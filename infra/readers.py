@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
-BATCH_ROWS = 16_384  # rows per record batch while reading: ~10 MB of DAPO prompts (infra/data.py choice 4)
+BATCH_ROWS = 16_384  # rows per record batch while reading: ~10 MB of DAPO prompts (data.load_prompts)
 
 
 class DataError(ValueError):
@@ -55,7 +55,7 @@ def local_path(source: str) -> Path | None:
 
 class ArrowRows:
     """A training file or hub dataset as pyarrow: `schema`, `num_rows`, and `batches(columns)`
-    (infra/data.py choice 4). Reading it is where malformed files fail, each as a one-line DataError."""
+    (data.load_prompts). Reading it is where malformed files fail, each as a one-line DataError."""
 
     def __init__(self, source: str, split: str = "train"):
         import pyarrow.parquet as pq
@@ -214,7 +214,7 @@ def load_rows(source: str, split: str = "train"):
 
 
 # ----------------------------------------------------------------------------------------------
-# Checking the problem and answer columns, vectorized over a record batch (infra/data.py choice 5).
+# Checking the problem and answer columns, vectorized over a record batch (as data.load_prompts needs them).
 # ----------------------------------------------------------------------------------------------
 
 
@@ -297,7 +297,7 @@ ANSWER_FIX = "an answer is a non-blank string or a number"
 
 def check_batch(problem: pa.Array, answer: pa.Array, offset: int, name: str, data_cfg) -> None:
     """Raises DataError at the first row of the batch (row `offset` of the file) whose problem or
-    answer cannot be used (infra/data.py choice 5). A column of the wrong type is wrong from its first row."""
+    answer cannot be used (as data.load_prompts needs them). A column of the wrong type is wrong from its first row."""
     problem_type_ok = is_text(problem.type) or is_messages(problem.type)
     answer_type_ok = is_text(answer.type) or pa.types.is_integer(answer.type) or pa.types.is_floating(answer.type)
     i = first_bad_problem(problem) if problem_type_ok else 0

@@ -70,7 +70,7 @@ def scalars_equal(a: sp.Expr, b: sp.Expr) -> bool:
     if diff == 0:
         return True
     if diff.is_Rational or _opaque(a) or _opaque(b):
-        return False  # an opaque sum (parse.py choice 9) is equal only in canonical form
+        return False  # an opaque sum (the parser's \sum) is equal only in canonical form
     return _agree_numerically(a, b)
 
 

@@ -103,7 +103,7 @@ class Tokens:
         parts = []
         while self.peek() not in ("}", ""):
             if self.peek_kind() not in ("num", "var") and self.peek() not in ("+", "-"):
-                raise ParseError("subscript must be letters, digits, + and -")  # parse.py choice 9
+                raise ParseError("subscript must be letters, digits, + and -")  # F_{n-k-1} is one name (\sum)
             parts.append(self.take())
         self.expect("}")
         return "".join(parts)

@@ -143,7 +143,7 @@ def binomial(n, k) -> sp.Expr:
 
 
 def letter(name: str) -> sp.Expr:
-    # parse.py choice 3: i is the imaginary unit and e is Euler's number (MATH conventions).
+    # the parser's reading: i is the imaginary unit and e is Euler's number (MATH conventions).
     return {"i": sp.I, "e": sp.E}.get(name) or sp.Symbol(name)
 
 

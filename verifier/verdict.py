@@ -66,7 +66,7 @@ def _text_key(s: str) -> str:
 
 
 def comparable(pred: str, gold: str) -> tuple[str, str]:
-    """Both answers normalised, then read against each other (normalize.py choices 3 and 5):
+    """Both answers normalised, then read against each other (normalize.decimal_comma, normalize.drop_names):
     names dropped from the one side that names its values, a decimal comma read as a point
     against a decimal gold (or a decimal-comma gold against a decimal prediction)."""
     p, g = normalize(pred), normalize(gold)
