@@ -18,9 +18,8 @@ Choices, numbered:
    and top-k/top-p). They equal a separate forward of the policy to the rounding of the model's
    dtype, so the trainer reuses them instead of its own no-grad pass. No (T, B, V) tensor is
    kept. `report_policy_logp = False` (evaluation) reports neither.
-4. Our own decoding loop, not transformers' `generate` (which spent about a fifth of a call on
-   per-step bookkeeping and kept computing ended rows). A row leaves the batch (and its KV cache)
-   at its EOS. It draws exactly what `generate` with `do_sample=True` draws for the same seed:
+4. Our own decoding loop, not transformers' `generate` (why: docs/algorithm.md). A row leaves the
+   batch (and its KV cache) at its EOS. It draws exactly what `generate` with `do_sample=True` draws for the same seed:
    one `torch.multinomial` over all P*G rows per step, an ended row drawing its pad id
    (tests/test_rollout_hf.py checks it token for token). It reads only `rollout.temperature`,
    `top_k` and `top_p`. Under ZeRO-3 with several processes every forward is a collective, so each
