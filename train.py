@@ -158,9 +158,9 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict
             if i not in known:  # the first mini-batch: the sampling-time policy is the current one
                 n = len(batch.response_ids[i])
                 fresh[i] = (logp[row, :n].detach().float().cpu(), entropy[row, :n].detach().float().cpu())
-        old = known | fresh
-        old_logp = data.right_pad_float([old[i][0] if i in old else logp[row].detach().cpu()  # a filler's old: anything
-                                         for row, i in enumerate(ids)])[0].to(logp.device)  # (B, R)
+        old = [known.get(i, fresh.get(i)) for i in ids]  # None for a filler's rows, whose old is anything
+        old_logp = data.right_pad_float([o[0] if o else logp[row].detach().cpu()
+                                         for row, o in enumerate(old)])[0].to(logp.device)  # (B, R)
         is_weight = None
         if algo.tis_cap is not None and batch.rollout_logp is not None:
             rollout_logp = data.right_pad_float([torch.tensor(batch.rollout_logp[i]) for i in ids])[0]  # (B, R)
@@ -331,7 +331,9 @@ def main(argv=None) -> None:
                                                    tokenizer.pad_token_id)
                 known |= fresh  # the first mini-batch's old log-probs, for later epochs and the metrics
                 grad_norm, applied = optimizer_step(cfg, accelerator, policy_engine, optimizer, scheduler)
-                upd, norms, skipped = upd + [sums], norms + [grad_norm], skipped + (not applied)
+                upd.append(sums)
+                norms.append(grad_norm)
+                skipped += not applied
         times["update"] = time.perf_counter() - t0
         if eval_sets and step == trainer.total_steps:  # the final policy (choice 9)
             rollout_engine.sync_weights(policy)
