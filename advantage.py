@@ -1,10 +1,11 @@
-"""Group-relative advantages: the mean baseline (GRPO/DAPO), the K-quantile baseline (QAE), and
-the paper's POS-MASK / NEG-MASK ablations; plus the per-step advantage and entropy diagnostics.
+"""Group-relative advantages: the mean baseline (GRPO/DAPO), the K-quantile baseline (QAE), the
+paper's POS-MASK / NEG-MASK ablations, and DAPO's dynamic-sampling filter (dynamic_sampling_keep).
+The per-step advantage and entropy diagnostics are infra/diagnostics.py's.
 
 For one prompt with G sampled responses and scalar rewards r_1..r_G (after overlong shaping):
 
     b      = mean(r_1..r_G)                 # GRPO / DAPO
-    b_K    = Quantile_K(r_1..r_G)           # QAE (paper v2, section 3: the definition above Eq. 3), K = 0.4
+    b_K    = Quantile_K(r_1..r_G)           # QAE (v2 section 4.1, defined above Eq. 3), K = 0.4
     sigma  = std(r_1..r_G)                  # unbiased (G-1), about the MEAN, even under QAE (choice 7)
     A_i    = (r_i - b) / (sigma + eps)      # norm_by_std=True (verl default)
     A_i    = r_i - b                        # norm_by_std=False (Dr. GRPO style)
@@ -23,46 +24,20 @@ prompt), NEG-MASK masks only the negatives on hard prompts (positives stay on ev
 
 Baselines are looked up by name in BASELINES, so a fork adds one with a single entry there.
 
-Choices, numbered (a departure from the paper or verl says so):
-1. Two quantile rules. "linear" is `torch.quantile`'s default (position K*(G-1), interpolating),
-   which is what the authors' patch on verl runs. "right_continuous" is the paper's text,
-   inf{x : F(x) >= K} = the ceil(K*G)-th smallest reward. They agree for G = 16 and
-   K in {0.2, 0.4, 0.6, 0.8}; they differ e.g. at G = 16, K = 0.5 with 8/16 correct, where
-   "linear" takes the midpoint of -1 and +1 and every response gets a non-zero advantage.
-2. The authors' code silently falls back to the mean when K <= 0 or K >= 1. Here such a K is
-   an error: the mean baseline is asked for explicitly (K=None, or baseline="mean").
-3. With shaped (non-binary) rewards the quantile interpolates between reward values and the
-   clean gate holds only for unpenalised responses. That is what the reference code does; it
-   is kept.
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. `algorithm.quantile_rule`: "linear" is torch.quantile's interpolation at K*(G-1), what the authors' verl
+   patch runs; "right_continuous" is the paper's inf{x : F(x) >= K}, the ceil(K*G)-th smallest reward.
+2. K <= 0 or K >= 1 is an error, where the authors' code silently falls back to the mean: the mean baseline
+   is asked for explicitly (K=None, or baseline="mean").
+3. With shaped (non-binary) rewards the quantile interpolates between reward values, as the reference code
+   does, so the clean gate holds only for unpenalised responses.
 4. A group of size 1 gets baseline 0 and std 1 (as verl), so its advantage is its reward.
-5. The masks are computed from the rewards and the verifier's verdicts `acc`, not by editing
-   QAE's advantages afterwards (a mask applied to QAE's output is a no-op or leaves the other
-   side at QAE's zero). Each response gets its own baseline, and sigma is QAE's group std:
-     - a kept response is compared with the best reward of the OTHER class: a success with
-       b_fail (the highest failure reward of its group), a failure with b_succ (the highest
-       success reward);
-     - a masked response is compared with the best reward of its OWN class.
-   With binary rewards a masked response has A = 0 and a kept one +-(r_succ - r_fail)/sigma,
-   the paper's definition; both masks together compare every response of a hard prompt with
-   b_fail and of an easy one with b_succ, which is QAE's gate exactly. With shaped rewards
-   (DAPO's overlong penalty: a success 0.7, a failure -1.3) a penalised response keeps its
-   penalty as advantage even when masked (e.g. (-1.3 - (-1)) / sigma), so every arm of the
-   ablation still pushes against overlong answers; both masks together then equal QAE wherever
-   the K-quantile lands on the group's best failure (hard) or best success (easy) reward, and
-   otherwise use those rewards where QAE interpolates. A group with no response of one class
-   takes the other class's best reward in place of the missing one.
+5. The masks (`algorithm.adv_mask`, masked_baseline) give each response its own baseline: a kept response the
+   best reward of the other class (by the verdicts `acc`), a masked one that of its own; sigma is QAE's.
 6. The masks' regime is the paper's p <= 1 - K on the verdicts, whatever `quantile_rule` is.
-7. The group std is the unbiased one (divides by G - 1), as verl's GRPO advantage and the authors'
-   patch; the paper's appendix analysis writes the population variance p(1 - p). The two differ
-   by the constant factor sqrt(G / (G - 1)), 1.033 at G = 16.
-8. Where the quantile is taken (`algorithm.quantile_of`). `shaped` (the reproduction default) takes
-   it over the shaped rewards, as verl adds the overlong penalty to the score before the advantage:
-   with 7 overlong failures at -1.5, 3 plain failures at -1 and 6 successes (G = 16, K = 0.4) the
-   baseline is -1.5 and the plain failures get +0.42, a positive advantage for a wrong answer.
-   `verdict` takes it over the verifier's score alone (the penalty subtracted) and keeps the penalty
-   in r, so the gate is exact: a wrong response never gets A > 0, and only a correct response's own
-   overlong penalty can make its A < 0. The std is the shaped rewards' in both. The logged
-   `adv/gate_violations` (infra/diagnostics.py) counts the responses on the wrong side of the gate.
+7. group_std is the unbiased std (divides by G - 1), as verl and the authors' patch; the paper's appendix
+   analysis writes the population variance p(1 - p).
+8. `algorithm.quantile_of`: b over the shaped rewards (`shaped`, default, as verl) or the verifier's scores.
 """
 
 from __future__ import annotations

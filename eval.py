@@ -22,31 +22,17 @@ as before a rollout):
     problems = load_benchmark("aime24", cfg.data, tokenizer)
     metrics = evaluate(engine, tokenizer, problems, n=16, seed=0, temperature=0.7)  # {"pass@1": ..., ...}
 
-Choices, numbered:
-1. Settings. Each resolves as: the flag given (--benchmarks, --n, --limit, --temperature,
-   --top-p, --max-tokens), else for temperature and top_p the `--sampling paper|verl` preset,
-   else the config's `eval` section (config.EvalConfig; eval.max_tokens null = the config's
-   rollout.max_response_len). The config is --config, else a checkpoint's own run config.yaml,
-   else config.py's defaults (the paper's: AIME24, AIME25, AMC23, n = 32, T = 0.7, top_p = 1.0).
-   The presets: `paper` is the paper's T = 0.7 (arXiv 2509.22611, section 5; top_p unstated:
-   1.0); `verl` is T = 1.0, top_p = 0.7, where verl's DAPO scripts validate
-   (recipe/dapo/run_dapo_qwen2.5_32b.sh, val_kwargs). top_k comes from rollout.top_k. Every
-   number is written next to the settings it was measured under.
-2. Seeds: a generate call starting at problem i0 is seeded with seed + i0 * n. vLLM seeds
-   response j of the call's l-th prompt with that + l*n + j = seed + i*n + j, so its samples do
-   not depend on --batch-size or the number of processes (up to batch-dependent numerics). The HF
-   sampler seeds once per call, so its samples do.
-3. Several processes: problems are split into contiguous blocks, one per rank, padded to equal
-   length by repeating a problem whose extra responses are dropped, so every rank makes the same
-   number of generate calls (HF sampling under ZeRO-3 is collective). Each rank verifies its own
-   responses; records are gathered to every rank and sorted back into problem order.
-4. Response length counts tokens up to and including EOS; "truncated" = no EOS within
-   max_tokens. A verifier timeout counts as incorrect and is counted in `timeouts`.
-5. The rollout engines read their sampling settings from `engine.cfg` at each generate;
-   evaluation swaps its own in and restores the training ones afterwards.
-6. Answers are verified with reward.py's `verify` mode whatever `reward.mode` a run trains
-   with: the benchmarks' golds are written as their sources give them ("073" in AIME 2024,
-   "27.0" in AMC 2023), which the strict DAPO mode's string match would reject (docs/reward.md).
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Settings: each is its flag, else (temperature, top_p) the `--sampling paper|verl` preset, else the config's
+   `eval` section (resolve_args); every number is written next to the settings it was measured under.
+2. Seeds: a generate call starting at problem i0 is seeded with seed + i0 * n (sample_shard).
+3. Several processes: each rank samples and verifies a contiguous block of problems, padded to equal length
+   (shard); the records are gathered to every rank in problem order (merge_shards).
+4. Response length counts tokens up to and including EOS; "truncated" = no EOS within max_tokens; a verifier
+   timeout counts as incorrect and is counted in `timeouts`.
+5. Evaluation swaps its own sampling settings into `engine.cfg` and restores the training ones after
+   (sampling_settings).
+6. Answers are verified in reward.py's `verify` mode whatever `reward.mode` training uses (score_records).
 """
 
 from __future__ import annotations
@@ -84,7 +70,7 @@ from infra.evalsets import (  # noqa: F401 - EvalError, Problem, load_benchmark,
     tokenize_problems,
     write_outputs,
 )
-from infra.policy import ModelError, check_model, load_policy, load_tokenizer
+from infra.model import ModelError, check_model, load_policy, load_tokenizer
 
 SAMPLING = {  # choice 1: (temperature, top_p)
     "paper": (0.7, 1.0),  # the paper's evaluation temperature (arXiv 2509.22611, section 5); top_p unstated

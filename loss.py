@@ -12,19 +12,17 @@ Z_g of the prompt's group (group-token-mean); verl's token-mean divides by all t
 mini-batch. Log-probabilities are taken under the sampling temperature T: logits / T before the
 log-softmax.
 
-Choices, numbered (a departure from the paper or verl says so):
-1. No KL term and no entropy bonus (paper: "exclude both KL divergence and entropy losses").
-   Entropy is computed for logging only.
-2. The normaliser's counts are the whole mini-batch's, over micro-batches and data-parallel
-   ranks (the caller sums them), so every token weighs the same wherever it is processed;
-   zero-advantage responses count in them. verl at the time of the paper normalised per
-   micro-batch and rescaled by micro/mini-batch size instead.
-3. The configs use token-mean (configs/qwen3_8b_qae.yaml says why); group-token-mean,
-   seq-mean-token-mean and seq-mean-token-sum are offered beside it, each with its source.
-4. log(rho) is clamped to [-20, 20] before exp, as verl, so one stale token cannot make inf.
-
 The log-probabilities the loss reads (fp32, chunked over the vocabulary, never a (B, T, V) tensor)
 come from infra/logprobs.py.
+
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. No KL term and no entropy bonus (paper: "exclude both KL divergence and entropy losses"); entropy is
+   only logged.
+2. The normaliser's counts (MiniBatchCounts) are the whole mini-batch's, over micro-batches and ranks,
+   zero-advantage responses included; verl at the time of the paper normalised per micro-batch.
+3. `algorithm.loss_agg`: the configs use token-mean; group-token-mean, seq-mean-token-mean and
+   seq-mean-token-sum are offered beside it, each with its source.
+4. log(rho) is clamped to [-20, 20] before exp, as verl, so one stale token cannot make inf.
 """
 
 from __future__ import annotations
@@ -36,6 +34,13 @@ import torch
 # ----------------------------------------------------------------------------------------------
 # The clip-higher surrogate with dual clip, per token.
 # ----------------------------------------------------------------------------------------------
+
+LOG_RATIO_MAX = 20.0  # choice 4: |log rho| <= 20 before exp, as verl
+
+
+def log_ratio(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """log(pi / pi_ref) per token, clamped to [-LOG_RATIO_MAX, LOG_RATIO_MAX] (choice 4)."""
+    return (logp - ref_logp).clamp(-LOG_RATIO_MAX, LOG_RATIO_MAX)
 
 
 def clip_higher_token_loss(
@@ -57,7 +62,7 @@ def clip_higher_token_loss(
     """
     if adv.dim() == 1:
         adv = adv.unsqueeze(-1)  # (B, 1): every token gets its response's advantage
-    ratio = torch.exp((logp - old_logp).clamp(-20.0, 20.0))  # (B, T); choice 4
+    ratio = torch.exp(log_ratio(logp, old_logp))  # (B, T)
     surr = -adv * ratio  # (B, T)
     surr_clipped = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)  # (B, T)
     loss = torch.maximum(surr, surr_clipped)  # (B, T): the pessimistic (min of objectives) term
@@ -167,14 +172,14 @@ def policy_loss(
     with torch.no_grad():
         m = mask.bool()  # (B, T)
         a = (adv.unsqueeze(-1) if adv.dim() == 1 else adv).expand_as(logp)[m]  # (N,) over tokens
-        log_ratio = (logp - old_logp).clamp(-20.0, 20.0)[m]  # (N,)
-        ratio = log_ratio.exp()  # (N,)
+        log_rho = log_ratio(logp, old_logp)[m]  # (N,)
+        ratio = log_rho.exp()  # (N,)
         metrics = {
             "clip_frac_high": ((a > 0) & (ratio > 1 + eps_high)).sum().float(),
             "clip_frac_low": ((a < 0) & (ratio < 1 - eps_low)).sum().float(),
             "clip_frac_dual": ((a < 0) & (ratio > clip_c)).sum().float(),
             "ratio_mean": ratio.sum(),
-            "approx_kl": ((ratio - 1) - log_ratio).sum(),
+            "approx_kl": ((ratio - 1) - log_rho).sum(),
             "num_tokens": m.sum().float(),
             "ratio_min": ratio.min() if ratio.numel() else torch.tensor(1.0),
             "ratio_max": ratio.max() if ratio.numel() else torch.tensor(1.0),
@@ -193,4 +198,4 @@ def tis_weights(old_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float) 
     >>> tis_weights(torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, 0.0]]), cap=2.0)
     tensor([[2.0000, 0.3679]])
     """
-    return torch.exp((old_logp - rollout_logp).clamp(-20.0, 20.0)).clamp(max=cap).detach()
+    return torch.exp(log_ratio(old_logp, rollout_logp)).clamp(max=cap).detach()

@@ -14,7 +14,8 @@ them on the benchmark golds):
                    (verifier/dapo.py, with its departures). The paper configs use it, so that a
                    reproduction trains on the paper's signal.
     mode="verify"  (default) DAPO's +1/-1 and its `Answer:` format, but boxed answers count too
-                   and equality is decided mathematically, under the policy below.
+                   and equality is decided mathematically, under choices 1-7 below (docs/reward.md
+                   has a table of answer forms, accepted and refused).
 
     >>> score(r"... so the total is $\boxed{1{,}000}$.", "1000").acc
     True
@@ -23,65 +24,31 @@ them on the benchmark golds):
     >>> [score("Answer: 0.5", r"\frac{1}{2}", mode=m).score for m in ("verify", "dapo")]
     [1.0, -1.0]
 
-Choices, numbered. Of mode="verify" (docs/reward.md has a table of answer forms, accepted and
-refused):
-1. Final answer (verifier/extract.py): the last box group (`\boxed{...}`, `\fbox{...}`,
-   `\boxed 7`; boxes joined only by "and", "or", commas or `\quad` are one answer) or the last
-   `Answer: ...` line (any case, markdown bold allowed, trailing period ignored), whichever comes
-   last. The line stops at a chat-template token, "I hope it is correct" or "Note:"; a sentence
-   on it counts only when it names exactly one value ("The largest $n$ is 34") and hedges
-   nowhere. An unclosed final `\boxed{`, or no marker at all, means no answer: incorrect, even
-   if the last number in the text equals the gold. Only the last TAIL_CHARS characters count.
-2. Integer golds (all of DAPO-Math-17k and AIME; "073" and "27.0" are integer golds): the
-   prediction must be a number literal equal to the gold. Formatting (verifier/normalize.py):
-   thousands separators (`1,000`, `1{,}000`, `1\,000`), leading zeros, a trailing `.0`, `x = `,
-   `AB = ` (a named quantity, when the other side names nothing), `$` and other currency signs,
-   `\text{}`, units (cm, km/h, m^2), `^\circ` and `%`. An unevaluated expression (`10^3`,
-   `2^{10}`, `10!`, `\frac{84}{2}`, `\binom{4}{2}`) is incorrect: the model must do the
-   arithmetic. This path is string work only (no sympy), so score_batch runs it in the caller.
-3. Other golds: exact mathematical equality (verifier/equal.py): numbers, radicals, \pi, symbolic
-   expressions, intervals and unions, ordered tuples, unordered sets and lists, matrices,
-   equations (equal up to a nonzero factor), inequalities and `x = ...` forms. No numeric
-   tolerance (0.5 = \frac{1}{2}; 0.333 != 1/3; 3.14 != \pi), with one exception: a gold written
-   as a decimal of 3 or more significant digits may be rounded, and a prediction that is not a
-   terminating decimal and rounds to it at its last digit answers it (\frac{100}{3} answers
-   33.3; never the reverse). Hedges are incorrect (`42 \text{ or } 43`; `41, 42, 43` against one
-   value; `42 \pm 1`; two different boxes against one value). An inequality against an
-   interval gold is incorrect (it restates the question); an interval against an inequality
-   gold is correct when the sets are equal. Text golds (`\text{Evelyn}`, `\text{(C)}`) compare
-   as case-insensitive words; base-b golds (`2516_8`) as digits, with or without the base. A
-   `%` in the prediction may be read as formatting or as /100 (25\% answers 0.25 and 25). A
-   decimal comma (`2,74`) is read only against a decimal gold (verifier.normalize.decimal_comma).
-4. Model text is never passed to eval, exec, sympify or parse_expr: verifier/parse.py is an
-   allow-listed recursive-descent parser that caps digits, exponents, factorials and nesting
-   before any arithmetic (verifier/values.py), and verifier/equal.py compares its output. score_batch
-   runs this sympy path in worker subprocesses that are killed at timeout_s and capped in
-   memory (verifier/pool.py).
-
-Departures of mode="verify" from verl's DAPO reward and from Math-Verify 0.9.0:
-5. Boxed answers are accepted besides DAPO's `Answer:` line, and equality is mathematical, not
-   string equality (verl: 39% on a broad equivalence set).
-6. Math-Verify times out with signal.alarm (main thread only, whole seconds, cannot interrupt
-   GMP, no memory bound) and passes text to parse_expr; here the bound is a process boundary
-   and nothing is evaluated. Math-Verify also accepts `10^3` for an integer gold, reads
-   `1\,000` as 0, compares numbers with a tolerance (1/2^98 == 1/2^99; 0.3333 answers 1/3) and
-   joins boxes however far apart; this module does none of these.
-7. Exactness without simplify (verifier/equal.py): rationals compare exactly; other values by
-   sympy's canonical form, then by agreement to 80+ significant digits with the precision
-   raised above anything a written decimal could fake (expressions with variables: at three
-   generic points). sympy.simplify is never called: its cost has no bound.
-
-Departures of mode="dapo" from verl's compute_score: verifier/dapo.py's module docstring.
-
-Departure of overlong_penalty (both modes) from DAPO's overlong shaping (DAPO paper section 3.4):
-8. It clips at -penalty_factor for responses longer than max_response_len (DAPO never sees one,
-   because generation stops there).
-
 Files: this one holds score and score_batch, which dispatch both modes, and the overlong shaping.
 The verify mode's internals are in verifier/: extract.py finds the final answer (choice 1),
 normalize.py strips formatting, verdict.py decides (choices 2 and 3: string work first, then
 parse.py, with tokens.py and values.py, parses and equal.py compares), pool.py bounds the time
 and memory of each check (choice 4).
+
+Of the choices below, 1-7 are mode="verify"'s (5-7 its departures from verl's DAPO reward and from
+Math-Verify 0.9.0) and 8 holds in both modes.
+
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. The final answer (verifier/extract.py) is the last box group or `Answer:` line, whichever comes last,
+   in the last TAIL_CHARS characters; no marker, or an unclosed final box, means no answer.
+2. Integer golds: the prediction must be a number literal equal to the gold once formatting is stripped
+   (verifier/normalize.py); an unevaluated expression such as `10^3` is incorrect.
+3. Other golds: exact mathematical equality (verifier/equal.py), with no numeric tolerance besides a rounded
+   decimal gold of 3 or more significant digits; hedges are incorrect.
+4. Model text is never passed to eval, exec, sympify or parse_expr (verifier/parse.py), and score_batch
+   runs the sympy path in killable, memory-capped worker processes (verifier/pool.py).
+5. A departure from verl's DAPO reward: boxed answers count besides the `Answer:` line, and equality is
+   mathematical, not string equality.
+6. A departure from Math-Verify: the time bound is a process boundary and nothing is evaluated, where
+   Math-Verify uses signal.alarm and parse_expr.
+7. Exactness without sympy.simplify (verifier/equal.py): sympy's canonical form, then agreement to 80+
+   significant digits.
+8. overlong_penalty (both modes) clips at -penalty_factor past max_response_len, which DAPO never reaches.
 """
 
 from __future__ import annotations

@@ -12,22 +12,13 @@ The samplers live in infra/: "hf" (infra/hf_sampler.py) draws from the training 
 (infra/vllm_sampler.py) is a colocated engine with its own copy of the weights, which
 `sync_weights` overwrites. Both return raw token rows; `generate` cuts them at EOS into a `Rollout`.
 
-Choices, numbered:
-1. Data parallel: each rank samples its share of every generation batch; the kept groups are
-   pooled over ranks in generation order and the first `train_batch_size` form the batch, as
-   DAPO does. They are dealt mini-batch by mini-batch (`deal_groups`), so each optimizer step
-   sees the same groups whatever the number of processes; a group crosses ranks at most once
-   per step (an all-gather of its token ids).
-2. Generation calls are seeded by their global index (`generate_share`), not by rank, so with
-   `rollout.prompts_per_call` = share / W one process samples what W processes do.
-3. `trainer.adaptive_gen_batch` (off in the paper configs, which keep verl's fixed
-   `gen_batch_size`): each generation batch asks for the groups still needed divided by the
-   running keep rate of dynamic sampling, plus 25%, between the groups needed and
-   gen_batch_size, so one generation call usually fills the batch (`KeepRate`). The keep rate is
-   an exponentially weighted count over generation batches, saved in checkpoints. The sizes are
-   multiples of the number of processes, so with it on the samples depend on that number.
-4. Dynamic sampling filters on the verifier's verdicts (`acc`), not on the shaped reward, as
-   DAPO's `metric: acc`; it gives up with a clear error after `algorithm.max_num_gen_batches`.
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Data parallel: each rank samples its share of every generation batch; the first `train_batch_size` groups
+   kept over all ranks, in generation order (as DAPO), are dealt mini-batch by mini-batch (`deal_groups`).
+2. Generation calls are seeded by their global index (`generate_share`, `sampling_seed`), not by rank.
+3. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running keep rate
+   (`KeepRate`); off in the paper configs, which keep verl's fixed `gen_batch_size`.
+4. Dynamic sampling filters on verdicts (`acc`, as DAPO), not rewards, up to `algorithm.max_num_gen_batches`.
 """
 
 from __future__ import annotations

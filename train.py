@@ -15,41 +15,28 @@ Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; d
                 normalised over the whole mini-batch (loss.py); AdamW with clipping
   7. log, checkpoint
 
-Choices, numbered (a departure from the paper or verl says so):
-1. Exact sparse update: with no KL and no entropy bonus, a response with advantage exactly 0
-   contributes exactly 0 gradient, and under QAE that is ~80% of responses; they are skipped in
-   the gradient passes and kept in the loss normaliser's counts (`trainer.sparse_update`).
-2. Micro-batches are filled by a token budget (data.token_budget_micro_batches), not a count, and
-   each is one packed row: no padding is computed (infra.policy.packed_inputs).
-3. Data parallel: the kept groups are pooled over ranks and dealt mini-batch by mini-batch, so
-   each optimizer step sees the same groups whatever the number of processes (rollout.deal_groups).
-4. Every rank makes the same number of forward passes (policy.plan_passes; zero-weighted
-   fillers), as ZeRO-3's collectives require; each pass calls the output layer once (infra.policy.OutputHead).
-5. A step whose loss or gradient is not finite is not applied (no optimizer or scheduler step)
-   and is counted in `optim/skipped`. (Under DeepSpeed its engine steps inside the last
-   backward and skips a non-finite gradient itself; the norm it reports is then inf.)
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Exact sparse update: responses with advantage exactly 0 are skipped in the gradient passes and kept in the
+   loss normaliser's counts (`trainer.sparse_update`).
+2. Micro-batches are filled by a token budget (infra.data.token_budget_micro_batches), not a count, and each
+   is one packed row: no padding is computed (infra.policy.packed_inputs).
+3. Data parallel: the kept groups are pooled over ranks and dealt mini-batch by mini-batch
+   (rollout.deal_groups), so each optimizer step sees the same groups whatever the number of processes.
+4. Every rank makes the same number of forward passes, zero-weighted fillers added (infra.policy.plan_passes),
+   and each pass calls the output layer once (infra.policy.OutputHead).
+5. A step whose loss or gradient is not finite is not applied (no optimizer or scheduler step) and is counted
+   in `optim/skipped` (optimizer_step).
 6. No KL penalty, no entropy bonus, no reference model (paper: "exclude both").
-7. The loss normaliser counts the whole mini-batch, so the gradient is the sum of the ranks'
-   gradients; DDP and DeepSpeed average them, so each rank's loss is scaled by the world size.
+7. The loss normaliser counts the whole mini-batch over all ranks, and each rank's loss is scaled by the world
+   size (accumulate_gradients).
 8. Generation calls are seeded by their global index, not by rank (rollout.sampling_seed).
-9. One weight copy into the sampler per step (VLLMSampler.sync_weights). Periodic evaluation
-   uses it: it measures the policy that samples the step, trained for step - 1 steps
-   (`eval/trained_steps`); the final policy is evaluated once more after the last step.
-10. No redundant old-log-prob pass (`trainer.reuse_logprobs`): the first mini-batch's policy is
-   still the sampling-time policy, so its old log-probs are its own forward's, detached (as TRL
-   does); only later mini-batches' gradient responses need a no-grad pass before the first
-   optimizer step. The metrics' entropy and covariance cover every response with the HF sampler
-   (its own logits, HFSampler.sample). With vLLM the zero-advantage responses, in no gradient
-   pass, get a forward only for the metrics: the no-grad pass covers a `logging.entropy_sample`
-   of them (all in the tiny configs, 512 per step in the paper's), and the metrics weigh the
-   sample up to all of them (logger.logprob_sums; `policy/entropy_coverage` says how many tokens
-   had a forward). `reuse_logprobs: false` runs the plain pass over every response;
-   tests/test_reuse_logprobs.py checks both give the same update and metrics.
-11. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running
-   keep rate (rollout.KeepRate); off in the paper configs, which keep verl's fixed gen_batch_size.
-12. DAPO's overlong filtering (masking the loss of truncated responses, DAPO section 3.4) is not
-   implemented: DAPO's recipe and the QAE paper use the soft overlong punishment instead
-   (reward.overlong_penalty, `reward.overlong_buffer_len`).
+9. One weight copy into the sampler per step (VLLMSampler.sync_weights), also used by periodic evaluation
+   (`eval/trained_steps` = step - 1); the final policy is evaluated once more after the last step.
+10. No redundant old-log-prob pass (`trainer.reuse_logprobs`, as TRL): the first mini-batch's own forward
+   gives its old log-probs, detached; the no-grad pass covers only what no other pass does (needs_old_pass).
+11. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running keep rate
+   (rollout.KeepRate); off in the paper configs, which keep verl's fixed gen_batch_size.
+12. DAPO's overlong filtering is not implemented, only its soft overlong punishment (reward.overlong_penalty).
 """
 
 from __future__ import annotations
@@ -75,7 +62,8 @@ from infra import checkpoint, data, gpu_memory
 from infra.data import DataError
 from infra.launch import check_hardware, check_launch, check_world, make_accelerator, report_timeouts, stop
 from infra.logger import MetricsLogger, entropy_sample, logprob_sums, step_metrics
-from infra.policy import ModelError, Policy, check_model, load_policy, load_tokenizer, plan_passes, response_logprobs
+from infra.model import ModelError, check_model, load_policy, load_tokenizer
+from infra.policy import Policy, plan_passes, response_logprobs
 from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 
 # ----------------------------------------------------------------------------------------------

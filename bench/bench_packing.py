@@ -6,13 +6,13 @@
 
 The same gradient passes both ways, shaped as one GPU's in the paper's configuration: each
 mini-batch gives a GPU 64 responses (32 prompts x 16 over 8 GPUs), of which ~20% (13) have a
-non-zero advantage under QAE and go through the gradient passes (train.py choice 1). Each
+non-zero advantage under QAE and go through the gradient passes (the exact sparse update). Each
 mini-batch's 13 are cut by the same token budget into micro-batches, each through the log-prob
 forward, the clip-higher loss and backward.
-  packed  the trainer's: one row per micro-batch, positions restarting per sequence (infra/policy.py
-          choice 5), micro-batches filled up to the budget by their sum of tokens;
-  padded  as the trainer ran before: rows [prompt][response][pad] with a (B, 1, L, L) attention
-          mask, micro-batches filled by count x longest (infra/data.py choice 6), and the output layer
+  packed  the trainer's: one row per micro-batch, positions restarting per sequence
+          (infra.policy.packed_inputs), micro-batches filled up to the budget by their sum of tokens;
+  padded  the plain layout: rows [prompt][response][pad] with a (B, 1, L, L) attention
+          mask, micro-batches filled by count x longest (infra.data.token_budget_micro_batches), and the output layer
           over every (B, R) response slot.
 Lengths are the paper's shape (bench/bench_padding.py's: response lognormal with median ~1,800
 tokens capped at 20,480, prompts 60-400) scaled by 1/12, with the token budget scaled alike

@@ -1,9 +1,9 @@
 """Time of one 64-completion rollout call (8 prompts x 8 responses, at most 24 new tokens, the
-tiny policy) as rollout.generate makes it with infra/hf_sampler.py (one prefill per prompt, choice 3, then its
-own sampling loop, choice 5) against transformers' `generate` with one prefill per response
-(`num_return_sequences`, the way it was sampled at first).
+tiny policy) as rollout.generate makes it with infra/hf_sampler.py (one prefill per prompt, shared_prefill, then
+its own sampling loop, sampling_loop) against transformers' `generate` with one prefill per response
+(`num_return_sequences`).
 
-The new call also returns policy_logp and policy_entropy (choice 4); that work is in its time.
+The new call also returns policy_logp and policy_entropy (the trainer's definitions); that work is in its time.
 The two are timed in alternation after one warm-up call each; the same seed gives the same
 samples both ways wherever float rounding does not move a draw, which is counted too.
 Prints the median times and, last, `prefill_time_ratio=<new/old>`.

@@ -2,8 +2,8 @@
 
     python bench/bench_reward.py [--repeat 1] [--batch 64] [--workers N]
 
-Cases: the hand-labelled table tests/reward_cases.py (every reward.py choice; expectations written
-by hand), repeated --repeat times. Both verifiers see exactly the same (response, gold) pairs:
+Cases: the hand-labelled table tests/reward_cases.py (reward.py's verify mode, rule by rule; expectations
+written by hand), repeated --repeat times. Both verifiers see exactly the same (response, gold) pairs:
 
     reward:       score_batch(responses, golds) in batches of --batch (the trainer's call)
     math_verify:  verify(parse("\\boxed{" + gold + "}"), parse(response)), one pair at a time,

@@ -18,7 +18,7 @@ step, on the same model, prompts, reward, batch shape and hyperparameters:
               num_iterations 1, gradient_accumulation_steps 1)
     sampler   transformers `generate` on the training model (TRL use_vllm=False): temperature 1.0,
               top_p 1.0, no top-k, at most 24 new tokens, token ids past the tokenizer never
-              sampled (this trainer's infra/hf_sampler.py choice 1; TRL via generation_kwargs.suppress_tokens)
+              sampled (this trainer's HFSampler.suppress; TRL via generation_kwargs.suppress_tokens)
     loss      clip-higher, eps_low 0.2 / eps_high 0.28, token-level mean over the optimizer
               step's tokens (TRL loss_type "dapo": with one process and one accumulation step
               its normaliser is the batch's completion-token count, as in this trainer's
@@ -32,7 +32,7 @@ Old log-probs: neither side runs a separate no-grad pass. TRL 1.16.0 (grpo_train
 `gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0` or vLLM importance
 sampling is on; otherwise it is None and `_compute_loss` uses `per_token_logps.detach()` of the
 training forward. The TRL worker asserts at every step that no old log-probs were computed. This
-trainer does the same since train.py choice 10 (`trainer.reuse_logprobs`): the first
+trainer does the same with `trainer.reuse_logprobs` (train.needs_old_pass): the first
 mini-batch's old log-probs are its own forward's, detached.
 
 Timing. This trainer: `time/step` and its phases from <output_dir>/metrics.jsonl (the loop's own
@@ -47,10 +47,10 @@ machine's load hits both sides alike. Ratios are medians over all timed steps of
 Caveats, numbered (differences that remain):
 1. The algorithms differ where the project differs from GRPO: this trainer's advantage is QAE's
    (quantile baseline, K = 0.4) and it skips responses with advantage exactly 0 in its gradient
-   passes (train.py choice 1, ~80% of them); TRL's is GRPO's group mean/std and its training
+   passes (the exact sparse update, ~80% of them); TRL's is GRPO's group mean/std and its training
    forward and backward cover all 64 responses. That is part of what is timed.
-2. This trainer's sampler prefills each prompt once and repeats its KV cache G times (rollout.py
-   choice 3) and reads the policy's log-probs from generate's logits (choice 4); TRL prefills all
+2. This trainer's sampler prefills each prompt once and repeats its KV cache G times (infra.hf_sampler.shared_prefill)
+   and reads the policy's log-probs from its logits (policy_logp); TRL prefills all
    64 rows. Also part of what is timed.
 3. The prompts of a step differ: each side shuffles the same rows with its own sampler (seed 1
    in both), so the responses, their lengths and the rewards differ run to run. The median
@@ -59,7 +59,7 @@ Caveats, numbered (differences that remain):
    sign, covariance); TRL's window excludes its logging but includes its metric gathering.
 5. The dynamic-sampling line keeps the 8 x 8 training batch and one optimizer step, with dynamic
    sampling on as tiny_qae.yaml runs it (generation batches of up to 16 prompts, sized from the
-   running keep rate, `trainer.adaptive_gen_batch`; rollout.py choice 3) until 8 groups with mixed
+   running keep rate, `trainer.adaptive_gen_batch`, rollout.KeepRate) until 8 groups with mixed
    correctness are kept: strictly more generation per step than TRL, which has no dynamic
    sampling and trains on whatever 8 groups it drew (all-correct and all-wrong ones included).
 6. On a busy machine the absolute seconds are inflated and noisy; the interleaving spreads the
@@ -145,7 +145,7 @@ def trl_worker(threads: int, steps: int, out_dir: Path) -> None:
         per_device_train_batch_size=P * G, num_generations=G, steps_per_generation=1, num_iterations=1,
         gradient_accumulation_steps=1, max_completion_length=MAX_RESPONSE_LEN,
         temperature=1.0, top_p=1.0, top_k=0, use_vllm=False,
-        # infra/hf_sampler.py choice 1
+        # as this trainer's HFSampler.suppress
         generation_kwargs={"suppress_tokens": list(range(len(tokenizer), model.config.vocab_size))},
         beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group",
         mask_truncated_completions=False,
@@ -325,7 +325,7 @@ def main() -> None:
         print(f"{name:<16} {med(pooled['this'], ours):>9.3f} {trl_value} {med(pooled['this_ds'], ours):>9.3f}   {what}")
     print(f"{'zero-adv frac':<16} {med(pooled['this'], 'adv/zero_frac'):>9.2f} {'0 (all)':>9} "
           f"{med(pooled['this_ds'], 'adv/zero_frac'):>9.2f}   responses this trainer skips in gradient passes "
-          f"(choice 1); TRL trains all 64")
+          f"(exact sparse update); TRL trains all 64")
     print(f"{'gen batches':<16} {med(pooled['this'], 'sampling/gen_batches'):>9.0f} {1:>9} "
           f"{med(pooled['this_ds'], 'sampling/gen_batches'):>9.0f}   generation batches per step")
 

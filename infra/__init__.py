@@ -2,8 +2,9 @@
 batching, the samplers, launching, checkpoints and logging. Nothing here imports a component, so a
 fork changes the algorithm at the root without reading this package.
 
-    policy.py         the policy and tokenizer loaded and checked; the log-prob forward DeepSpeed wraps
-                      (packed rows, the output layer in one call); equal pass counts on every rank
+    model.py          the policy model and tokenizer, checked before anything loads, then loaded
+    policy.py         the log-prob forward DeepSpeed wraps: packed rows, the output layer in one call,
+                      equal pass counts on every rank
     logprobs.py       log-probabilities and entropy of sampled tokens, chunked: no (B, T, V) fp32 tensor
     data.py           prompts in, micro-batches out: the template, distinct rows, the resumable sampler,
                       token-budget micro-batches

@@ -35,7 +35,8 @@ import torch
 from tqdm import tqdm
 
 from config import ConfigError
-from infra.policy import hf_model, model_dir_problem
+from infra.model import model_dir_problem
+from infra.policy import hf_model
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.pt"

@@ -1,43 +1,32 @@
-"""Prompts in, micro-batches out: reading and checking the training file, the prompt template,
-the table of distinct prompts, a resumable seeded sampler, and token-budget micro-batching.
+"""Prompts in, micro-batches out: the prompt template, the table of distinct prompts built from the
+training file (read and checked by infra/readers.py), a resumable seeded sampler, and token-budget
+micro-batching.
 
 Training data is a local .jsonl/.json/.parquet file or a Hugging Face hub dataset (DAPO-Math-17k:
 problem in `prompt`, answer in `reward_model.ground_truth`). Columns are named in the config;
-dotted names reach into nested fields. Every row is checked before the model loads: bad JSON, an
-empty file, a missing column, a row whose problem or answer is missing, blank or of the wrong
-type all raise DataError, one line naming the file, the line or row, and the fix.
+dotted names reach into nested fields. Every row is checked before the model loads (infra/readers.py):
+bad JSON, an empty file, a missing column, a row whose problem or answer is missing, blank or of the
+wrong type all raise DataError, one line naming the file, the line or row, and the fix.
 
-The hub copy of DAPO-Math-17k has ~1.79M rows: ~17.9k distinct prompts, each ~100 times. Loading
-keeps each distinct (problem, answer) once, tokenized once, plus one int per row naming it:
+Loading keeps each distinct (problem, answer) once, tokenized once, plus one int per row naming it:
 
     prompts[i] = unique[row_to_unique[i]]        len(prompts) = N kept rows, duplicates counted
 
 so `PromptSampler(len(prompts), ...)` draws row i with probability 1/N, i.e. distinct prompt u
-with probability count_u / N, exactly as over the full file (bench/bench_data_load.py). Shapes:
-N rows, U distinct prompts.
+with probability count_u / N, exactly as over the full file. Shapes: N rows, U distinct prompts.
 
-Choices, numbered:
-1. A problem given as a list of chat messages (verl's DAPO parquet stores `prompt` that way,
-   template already applied) is used as those messages; a string problem goes through
-   `data.prompt_template` (DAPO's template by default).
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. A problem given as a list of chat messages (as verl's DAPO parquet stores `prompt`) is used as those
+   messages; a string problem goes through `data.prompt_template`, DAPO's by default (build_messages).
 2. Prompts longer than `data.max_prompt_len` tokens are dropped when loading (as verl's
-   `filter_overlong_prompts`); the count is reported in rows and in distinct prompts.
-3. Rows are deduplicated on (problem as chat messages, answer) and each distinct prompt is
-   tokenized once. The kept rows stay in file order, so `prompts[i]` is the Prompt the
-   row-by-row loader gave for row i, and a run (or a resumed one) draws the same prompts.
-4. Local files are read without `datasets`, and nothing is written to a cache: a parquet file
-   is streamed with pyarrow in record batches of only the two configured columns (the DAPO
-   file, ~1 GB of text decoded, is never held whole); a JSON file is parsed whole by Python's
-   json (pyarrow's JSON reader crashes on some valid files), so convert a big one to parquet.
-   Hub datasets go through `datasets.load_dataset`, then the same record batches.
-5. A problem must be a non-blank string or a non-empty list of chat messages, each with
-   non-blank string `content` (and a string `role`, "user" when absent); an answer a non-blank
-   string or a number, handed on as str(answer). Anything else is an error, never a silent str().
-6. Micro-batches are filled by a token budget, not a fixed count: sequences sorted by length,
-   longest first, and cut into runs whose size fits the budget: their sum when a micro-batch is
-   one packed row (the trainer, infra.policy.packed_inputs), count x longest when it is padded rows. On
-   long-tailed reasoning-trace lengths padded rows stay little padded (bench/bench_padding.py);
-   packed rows have none (bench/bench_packing.py).
+   `filter_overlong_prompts`), counted in rows and in distinct prompts (load_prompts).
+3. Rows are deduplicated on (problem as chat messages, answer), each distinct prompt is tokenized once, and
+   the kept rows stay in file order (PromptRows).
+4. Local files are read without `datasets` and without a cache: parquet streamed in record batches of the two
+   configured columns, JSON parsed whole by Python's json (infra.readers.ArrowRows).
+5. A problem must be a non-blank string or a non-empty list of chat messages with non-blank string `content`,
+   an answer a non-blank string or a number (infra.readers.check_batch); anything else is an error.
+6. Micro-batches fill a token budget, longest first (token_budget_micro_batches), not a fixed count.
 """
 
 from __future__ import annotations

@@ -16,17 +16,13 @@ An evaluation's folder holds results.json (every number next to the sampling set
 measured under, plus per-problem results), results.md (a table) and generations.jsonl (every
 response with its extracted answer and verdict, which `eval.py --rescore` reads back).
 
-Choices, numbered:
-1. A benchmark is a bundled file by name (data/, its provenance in data/README.md), a local
-   .jsonl/.json/.parquet file, or a hub dataset `owner/name`; anything else is an error that
-   lists the bundled names. Columns, problems and answers are checked before any model loads.
-2. Prompts are built exactly as in training (data.build_messages, data.tokenize_prompt: the
-   config's prompt template and chat template), but no problem is dropped for length
-   (data.max_prompt_len does not apply): a benchmark is scored whole.
-3. Gold answers are used as the files give them ("073" in AIME 2024, "27.0" in AMC 2023):
-   reward.py reads both as integer golds (its choice 2); tests/test_eval.py checks every row.
-4. pass@k for k = 1, 2, 4, ... up to n, and n itself. verl's `best@k` (a bootstrap, reads
-   lower) is not reported.
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. A benchmark is a bundled file by name (data/), a local .jsonl/.json/.parquet file or a hub dataset
+   `owner/name` (resolve_benchmark); its columns, problems and answers are checked before any model loads.
+2. Prompts are built exactly as in training (data.build_messages, data.tokenize_prompt), but no problem is
+   dropped for length: `data.max_prompt_len` does not apply (tokenize_problems).
+3. Gold answers are used as the files give them ("073" in AIME 2024, "27.0" in AMC 2023; read_benchmark).
+4. pass@k for k = 1, 2, 4, ... up to n, and n itself (default_ks); verl's `best@k` is not reported.
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ from pathlib import Path
 
 import config
 from infra import data
-from infra.policy import is_hub_id
+from infra.model import is_hub_id
 from infra.readers import ANSWER_FIX, PROBLEM_FIX
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"

@@ -1,5 +1,5 @@
 """vLLM's share of a GPU for `rollout.gpu_memory_utilization: auto`, from the card's memory and the
-training state that stays resident next to the engine (docs/gpu.md, "Memory from the card").
+training state that stays resident next to the engine (docs/gpu.md, "Memory: Qwen3-8B on 8 x 80 GiB").
 
 vLLM's budget is a fraction of the card's total memory, counted over what its engine allocates
 (weights, activations, CUDA graphs, KV cache); the training side's memory comes on top. So
@@ -10,19 +10,15 @@ vLLM's budget is a fraction of the card's total memory, counted over what its en
              = (b parameters + g gradient accumulation + 4 fp32 master + 8 Adam m, v) x N / W,
                g = 4 with deepspeed.grad_accum_fp32, else b
 
-Qwen3-8B (N = 8.19e9) on 8 GPUs: 18 B x N / 8 = 17.16 GiB + 0.93 + 2 = 20.1 GiB resident, so 0.70
-on an 80 GiB card and 0.83 on a 141 GiB one.
-
-Choices, numbered:
-1. margin 3.5 GiB, CUDA context 2 GiB, reduce bucket 5e8 elements x b (DeepSpeed's default
-   reduce_bucket_size, which infra/launch.py does not set): docs/gpu.md's assumptions, not measured.
-2. `deepspeed.offload_optimizer: cpu` moves the master weights, Adam state and the gradient buffer
-   to host memory (b x N / W stays); `offload_param: cpu` moves the parameter shard too.
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. `MARGIN` 3.5 GiB, `CONTEXT` 2 GiB and `REDUCE_BUCKET` 5e8 elements x b (DeepSpeed's default
+   reduce_bucket_size) are docs/gpu.md's assumptions, not measured.
+2. `deepspeed.offload_optimizer: cpu` moves the master weights, Adam state and gradient buffer to host
+   memory (b x N / W stays); `deepspeed.offload_param: cpu` moves the parameter shard too.
 3. `deepspeed.zero_stage: 0`: every GPU holds the whole model, its gradient and torch's AdamW state
    in the parameters' dtype, 4 b x N, and no reduce bucket.
-4. Evaluation (eval.py) keeps no training state: the policy stays on the CPU next to vLLM.
-5. At most 0.90, vLLM's own default. A fraction that cannot hold the weights, ~3 GiB of
-   activations and CUDA graphs and one full-length sequence of KV cache is refused in one line.
+4. Evaluation (eval.py, `training=False`) counts no training state: the policy stays on the CPU next to vLLM.
+5. At most 0.90 (vLLM's default); a fraction too small for the weights and one full sequence is a ConfigError.
 """
 
 from __future__ import annotations

@@ -5,25 +5,13 @@ demo). rollout.py drives it through the same three calls as the vLLM sampler:
     rows, per_token = engine.sample(prompt_ids, n=G, seed=s)   # raw token rows; rollout.generate splits them
     engine.sync_weights(model); engine.sleep()                  # nothing to copy or free: one set of weights
 
-Choices, numbered:
-1. Token ids at or above len(tokenizer) are never sampled: Qwen pads its embedding past the
-   tokenizer, and those rows are untrained (`SuppressTokensLogitsProcessor`).
-2. One prefill per prompt, not G. `shared_prefill` encodes the P left-padded prompts, all but
-   their last column, once, and repeats that KV cache G times along the batch; the sampling
-   loop continues from it with each prompt's last token. Every row sees the logits it would have
-   seen with `num_return_sequences=G` (to float rounding): only the prompt's compute is shared.
-3. `policy_logp` and `policy_entropy`, one value per response token, are the trainer's
-   definitions (infra/logprobs.py) on each decoding step's raw logits / T over the whole
-   vocabulary, in fp32, not the log-probs of the distribution actually sampled (after choice 1
-   and top-k/top-p). They equal a separate forward of the policy to the rounding of the model's
-   dtype, so the trainer reuses them instead of its own no-grad pass. No (T, B, V) tensor is
-   kept. `report_policy_logp = False` (evaluation) reports neither.
-4. Our own decoding loop, not transformers' `generate` (why: docs/algorithm.md). A row leaves the
-   batch (and its KV cache) at its EOS. It draws exactly what `generate` with `do_sample=True` draws for the same seed:
-   one `torch.multinomial` over all P*G rows per step, an ended row drawing its pad id
-   (tests/test_rollout_hf.py checks it token for token). It reads only `rollout.temperature`,
-   `top_k` and `top_p`. Under ZeRO-3 with several processes every forward is a collective, so each
-   rank steps, keeping at least one row, until every rank's rows have ended (`synced_gpus`).
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Token ids at or above len(tokenizer) are never sampled (`SuppressTokensLogitsProcessor`).
+2. One prefill per prompt, not G: `shared_prefill` encodes each prompt but its last column once and
+   repeats that KV cache G times along the batch.
+3. `policy_logp` / `policy_entropy` per response token are `infra.logprobs.token_logprobs` of each step's
+   raw logits / T, not of the distribution sampled; `report_policy_logp = False` (evaluation) skips them.
+4. Our own loop (`sampling_loop`), not `generate`, draws token for token what transformers' `generate` draws.
 """
 
 from __future__ import annotations
@@ -39,7 +27,7 @@ from transformers import (
 from transformers.integrations import is_deepspeed_zero3_enabled
 
 from infra import logprobs
-from infra.policy import eos_token_ids
+from infra.model import eos_token_ids
 
 
 class HFSampler:

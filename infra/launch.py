@@ -7,32 +7,19 @@ against the launch, before the model loads, with one collective timeout on every
 
 `accelerate launch train.py --config qwen3_8b_qae.yaml` needs no launch config: the training
 YAML's `deepspeed` section is the one source of truth for DeepSpeed's settings. An accelerate
-config in effect anyway (`--config_file configs/accelerate/zero3.yaml`, for several nodes, or the
-default file `accelerate config` saved, which every `accelerate launch` without --config_file reads)
-must agree with it, or the run stops with one line naming the file, the field and the fix; a field
-the YAML simply overrides is reported in one line at start.
+config in effect anyway must agree with it, or the run stops with one line naming the file, the
+field and the fix; a field the YAML simply overrides is reported in one line at start.
 
-Choices, numbered:
-1. DeepSpeed's own accumulation is set to one micro-batch per step: micro-batch counts vary per
-   step (token budget, sparse update), so train.py marks the accumulation boundary itself.
-2. bf16 follows `model.dtype`; gradients accumulate in fp32 over micro-batches when
-   `deepspeed.grad_accum_fp32` (DeepSpeed `data_types.grad_accum_dtype`, docs/gpu.md has its cost).
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. DeepSpeed's `gradient_accumulation_steps` is 1: train.py marks the accumulation boundary itself.
+2. bf16 follows `model.dtype`; gradients accumulate in fp32 with `deepspeed.grad_accum_fp32` (DeepSpeed's
+   `data_types.grad_accum_dtype`).
 3. With several processes and no CUDA (the CPU twin) the processes talk over gloo.
-4. One process under ZeRO-3 started without a launcher's environment (`python train.py`, or
-   `accelerate launch` on a one-GPU machine, whose simple launcher sets no RANK) gets the
-   single-process values; DeepSpeed would otherwise look for MPI.
-5. `trainer.collective_timeout_min` reaches every group by two routes (docs/gpu.md, "Timeouts").
-   The default group: accelerate's PartialState hands its keyword arguments to
-   `deepspeed.init_distributed` or `torch.distributed.init_process_group` (accelerate 1.16
-   state.py), so it is built first with `timeout=`; accelerate's InitProcessGroupKwargs is not
-   used, as its `to_kwargs` drops a value equal to its own default. Groups created later without a
-   timeout get torch's per-backend default (`distributed_c10d._get_default_timeout`: 10 minutes for
-   NCCL, 30 for gloo), not the default group's; DeepSpeed's ZeRO-3 data-parallel group
-   (`utils/groups._clone_world_group`) and vLLM's groups are created so. That default is set too.
-6. The accelerate config file in effect is not passed to the processes, so it is worked out as the
-   launcher does (accelerate 1.16 commands/launch.py `_validate_launch_command`): `--config_file`,
-   else the default file when it exists and `--cpu` was not given, read from the launcher's command
-   line (train.py's parent process under both of accelerate's launchers, on Linux).
+4. One ZeRO-3 process started without a launcher's environment (no WORLD_SIZE) gets RANK 0, WORLD_SIZE 1
+   and a local MASTER_ADDR and MASTER_PORT (`make_accelerator`).
+5. `trainer.collective_timeout_min` reaches every process group: the default group's through
+   `PartialState(timeout=)`, later groups' as torch's default timeout (`set_default_group_timeout`).
+6. The accelerate config file in effect is worked out as the launcher does (`launch_config_file`).
 """
 
 from __future__ import annotations
@@ -169,7 +156,7 @@ def launch_problems(cfg: config.Config, env, args, file: Path | None, gpus: int 
         steps = env.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS")
         if steps not in (None, "1"):
             notes.append(f"gradient_accumulation_steps {steps} ({source('gradient_accumulation_steps')}): train.py "
-                         "accumulates each mini-batch's micro-batches itself (infra/launch.py choice 1)")
+                         "accumulates each mini-batch's micro-batches itself (infra.launch.deepspeed_plugin)")
     elif ds.zero_stage and file is not None:
         asked = "--multi_gpu" if args is not None and args.multi_gpu else f"`distributed_type` in {where}"
         notes.append(f"the launch asks for no DeepSpeed ({asked}): deepspeed.zero_stage {ds.zero_stage} decides, "

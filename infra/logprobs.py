@@ -6,13 +6,9 @@
 logp = log softmax(z)[target] and entropy = lse(z) - sum softmax(z) z, with z = logits / T over the
 whole vocabulary (the sampling temperature T, as the loss needs it).
 
-Choices, numbered:
-1. Memory: Qwen's vocabulary is V = 151,936, so a (B, T, V) fp32 tensor for a whole batch is
-   never built. Each chunk of tokens is upcast to fp32 on its own and, when gradients are needed,
-   recomputed in backward (activation checkpointing), so autograd keeps only the chunk inputs
-   (bench/bench_logprob_memory.py).
-2. Under ZeRO-3 the chunk loop runs inside one module call (infra/policy.py's OutputHead), which
-   gathers the output layer once per pass; `lm_head` here is a plain function of the gathered weight.
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. No fp32 (B, T, V) tensor: each chunk of tokens is upcast on its own and recomputed in backward.
+2. Under ZeRO-3 the chunk loop runs inside one module call, `infra.policy.OutputHead`.
 """
 
 from __future__ import annotations

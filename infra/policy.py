@@ -1,8 +1,5 @@
-"""The policy: loading the model and tokenizer, and the one forward the update runs through.
+"""The policy's log-prob forward: the module DeepSpeed wraps, packed rows, the output layer in one call.
 
-    check_model(path, "model.name_or_path")    # before anything loads: a model folder, or a hub id (choice 4)
-    tokenizer = load_tokenizer(path, chat_template=True)
-    hf = load_policy(cfg.model, path)          # an HF causal LM (partitioned as it loads under ZeRO-3)
     policy = Policy(hf)                        # what accelerator.prepare wraps (DeepSpeed engine, DDP)
     logp, entropy, mask = response_logprobs(policy, prompt_ids, response_ids, T, pad_id, chunk_rows)
     passes = plan_passes(micro_batches, accelerator, filler)
@@ -12,199 +9,24 @@ temperature T (logits / T before the log-softmax, paper section 2 / verl) and th
 that distribution, projecting hidden states to the vocabulary chunk by chunk
 (logprobs.token_logprobs_from_hidden), so no (B, T, V) tensor exists.
 
-Choices, numbered:
-1. The log-prob forward is a module that accelerate prepares, so every micro-batch goes through
-   `DeepSpeedEngine.forward`. ZeRO-3 counts micro-steps there: at micro-step 0 it copies a
-   gradient into its partition, later it adds. A forward that bypassed the engine (calling the
-   inner model) would overwrite each micro-batch's gradient with the next one's.
-2. One call sequence per kind of pass. Under ZeRO-3 every module call gathers its parameters, a
-   collective, and DeepSpeed records the sequence of module calls of a pass to prefetch and keep
-   parameters by it. The vocabulary chunks all run inside one call of `OutputHead`, which holds
-   the output layer's parameters as DeepSpeed external parameters: the output layer is gathered
-   once per forward and once per backward, whatever the number of chunks, and a pass's module
-   sequence does not depend on its lengths, so the recorded trace stays valid from one pass to the
-   next (docs/algorithm.md says why this and not a fixed number of chunk calls). Ranks must still
-   make the same number of passes: `plan_passes` agrees on the largest count, and a rank with
-   fewer runs zero-weighted filler passes. With one process the plan is exactly the local one.
-3. Tokenizers without a pad token pad with EOS; padded positions are masked everywhere.
-4. A model path is checked before anything loads, so a bad one is one line (ModelError), not a
-   library's traceback: an existing folder must hold config.json, readable weights (safetensors
-   headers are checked against the file size) and a tokenizer; anything else must be a hub id
-   (`name` or `owner/name`) that is cached or that the hub answers for, asked once, without retries.
-5. Packed micro-batches: a micro-batch's sequences are one row (1, N), N their total length, with
-   position_ids restarting at 0 for each sequence and the sequence bounds (cu_seq_lens), as
-   transformers' DataCollatorWithFlattening(return_flash_attn_kwargs=True) lays them out; no padding
-   is computed. transformers reads that format itself: flash attention runs varlen on the bounds,
-   and eager and flex attention get a block-diagonal mask from the restarting positions
-   (masking_utils.find_packed_sequence_indices). For `sdpa` (transformers' default, and the one on
-   a CPU), `Policy` switches the model to PACKED_SDPA: SDPA with flash attention's handling of
-   packed rows, one causal SDPA call per sequence and no (N, N) mask; anything unpacked (the HF
-   sampler's padded prompts and KV cache) is plain `sdpa`, unchanged. The padded layout is kept
-   for comparison (`packed=False`: tests, bench/bench_packing.py).
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. The forward is a module that accelerate prepares (`Policy`), so every micro-batch goes through the engine.
+2. Every vocabulary chunk runs inside one `OutputHead` call, and `plan_passes` gives every rank the same passes.
+3. A micro-batch is one packed row, positions restarting per sequence (`packed_inputs`); no padding is computed.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from infra import data, logprobs
-from infra.readers import one_line
 
 # ----------------------------------------------------------------------------------------------
-# Checking a model path before anything loads: a local model folder, or a hub id the hub or the cache can serve.
-# ----------------------------------------------------------------------------------------------
-
-
-class ModelError(ValueError):
-    """A model path that cannot be loaded; the message names the path, the config key or flag, and the fix."""
-
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-HUB_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}", re.ASCII)
-
-
-def is_hub_id(name: str) -> bool:
-    """`name` or `owner/name` in the hub's characters (letters, digits, - _ .), as the hub accepts them.
-
-    >>> is_hub_id("Qwen/Qwen3-8B-Base"), is_hub_id("/no/such/dir"), is_hub_id("a/b/c"), is_hub_id("x..y")
-    (True, False, False, False)
-    """
-    return bool(HUB_ID.fullmatch(name)) and "--" not in name and ".." not in name and not name.endswith((".", "-"))
-
-
-def safetensors_problem(file: Path) -> str | None:
-    """Why a .safetensors file cannot be read, from its header alone (the tensors' byte ranges must
-    end where the file ends); None if it reads."""
-    size = file.stat().st_size
-    with open(file, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")  # the header's length in bytes
-        if size < 8 or n > size - 8:
-            return f"is truncated ({size} bytes, less than its header)"
-        try:
-            header = json.loads(f.read(n))
-            expected = 8 + n + max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            return "has an unreadable header"
-    if expected != size:
-        return f"holds {size} bytes but its header describes {expected} (truncated or corrupt)"
-    return None
-
-
-def model_dir_problem(folder: Path) -> str | None:
-    """What keeps `folder` from holding a loadable model and tokenizer, starting with the file's
-    name; None if nothing."""
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        return "config.json is missing"
-    try:
-        json.loads(config_file.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        return f"config.json is not valid JSON ({one_line(e, 80)})"
-    weights = [*folder.glob("*.safetensors"), *folder.glob("pytorch_model*.bin")]
-    for index in folder.glob("*.index.json"):  # sharded weights: every shard the index names
-        try:
-            shards = set(json.loads(index.read_text())["weight_map"].values())
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
-            return f"{index.name} is not a valid weight index"
-        missing = sorted(s for s in shards if not (folder / s).is_file())
-        if missing:
-            return f"{missing[0]} is missing (named in {index.name})"
-    if not weights:
-        return "model.safetensors is missing (no *.safetensors or pytorch_model*.bin weights)"
-    for file in sorted(folder.glob("*.safetensors")):
-        problem = safetensors_problem(file)
-        if problem:
-            return f"{file.name} {problem}"
-    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
-        return f"{TOKENIZER_FILES[0]} is missing (no tokenizer file: {', '.join(TOKENIZER_FILES)})"
-    return None
-
-
-def hub_problem(repo_id: str) -> str | None:
-    """Why the hub id `repo_id` cannot be fetched: one request (no retries) unless it is cached; None if it can."""
-    from huggingface_hub import HfApi, constants, try_to_load_from_cache
-    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
-
-    if isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
-        return None  # in the local hub cache: transformers loads it from there
-    if constants.HF_HUB_OFFLINE:
-        return "HF_HUB_OFFLINE is set and it is not in the local hub cache"
-    try:
-        HfApi().model_info(repo_id, timeout=10)
-    except GatedRepoError:
-        return None  # the load says what access it needs
-    except RepositoryNotFoundError:
-        return "the hub has no such model (or it is private: log in with `hf auth login`)"
-    except HfHubHTTPError:
-        return None
-    except Exception as e:  # offline, DNS, proxy, timeout: the hub cannot be reached
-        return f"the hub ({constants.ENDPOINT}) could not be reached ({one_line(e, 100)})"
-    return None
-
-
-def check_model(path: str, key: str) -> None:
-    """Before anything loads: `path` (from config key or flag `key`) must be a local folder holding a
-    model, or a hub id that the hub or the local cache can serve. Raises ModelError naming what is wrong."""
-    folder = Path(path)
-    if folder.is_dir():
-        problem = model_dir_problem(folder)
-        if problem:
-            raise ModelError(f"{key} `{path}` is a folder without a usable model: {problem}; give a folder written by "
-                             "save_pretrained (e.g. a train.py checkpoint's model/)")
-        return
-    if folder.exists():
-        raise ModelError(f"{key} `{path}` is a file; give the folder that holds config.json, the weights and the "
-                         "tokenizer")
-    where = "" if folder.is_absolute() else f" (relative to `{Path.cwd()}`)"
-    if not is_hub_id(path):
-        raise ModelError(f"{key}: local path `{path}` not found{where}, and it is not a hub id "
-                         "(`name` or `owner/name`) either; give an existing model folder or a hub id")
-    problem = hub_problem(path)
-    if problem:
-        raise ModelError(f"{key} `{path}` is not a local folder{where}, so it was read as a hub id, but {problem}; "
-                         f"download it where the hub is reachable (`hf download {path} --local-dir DIR`) and set "
-                         f"{key} to DIR")
-
-
-def load_tokenizer(path: str, chat_template: bool = False):
-    """The tokenizer at `path`; `chat_template` (the config's data.chat_template) requires it to have one."""
-    from transformers import AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except Exception as e:  # a corrupt or unknown tokenizer: say which, in one line
-        raise ModelError(f"the tokenizer of `{path}` cannot be loaded ({one_line(e, 150)}); "
-                         "save it again with tokenizer.save_pretrained") from None
-    if chat_template and not tokenizer.chat_template:
-        raise ModelError(f"the tokenizer of `{path}` has no chat template and config key `data.chat_template` is true; "
-                         "set data.chat_template=false to give the model plain-text prompts, or use a model whose "
-                         "tokenizer has one")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token  # choice 3
-    return tokenizer
-
-
-def load_policy(model_cfg, path: str):
-    """The HF causal LM at `path` in `model.dtype`; under a ZeRO-3 accelerator it is partitioned as it loads."""
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=getattr(torch, model_cfg.dtype), attn_implementation=model_cfg.attn_implementation
-    )
-    if model_cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model
-
-
-# ----------------------------------------------------------------------------------------------
-# Packed rows (choice 5): a micro-batch's sequences concatenated into one row, positions restarting
+# Packed rows (choice 3): a micro-batch's sequences concatenated into one row, positions restarting
 # per sequence, as transformers' DataCollatorWithFlattening lays them out.
 # ----------------------------------------------------------------------------------------------
 
@@ -274,7 +96,7 @@ def packed_inputs(prompt_ids, response_ids) -> dict:
 def padded_inputs(prompt_ids, response_ids, pad_id: int) -> dict:
     """The padded layout, for comparison (tests, bench/bench_packing.py): rows [prompt][response][pad]
     (B, L) with their attention mask, and `predict`, `targets` over every (B, R) response slot,
-    padding included, as the trainer ran before packing."""
+    padding included."""
     input_ids, attention_mask = data.right_pad([p + r for p, r in zip(prompt_ids, response_ids)], pad_id)  # (B, L)
     B, L = input_ids.shape
     R = max(len(r) for r in response_ids)
@@ -378,14 +200,3 @@ def plan_passes(micro: list[list[int]], accelerator, filler: int, at_least_one: 
         n = int(accelerator.gather(torch.tensor([n], device=accelerator.device)).max())
     n = max(n, int(at_least_one))
     return [Pass(ids, 1.0) for ids in micro] + [Pass([filler], 0.0)] * (n - len(micro))
-
-
-def eos_token_ids(tokenizer, model) -> list[int]:
-    """Every id that ends a response: the generation config's EOS ids and the tokenizer's."""
-    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids = [ids] if isinstance(ids, int) else list(ids or [])
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids.append(tokenizer.eos_token_id)
-    if not ids:
-        raise ValueError("the tokenizer and the model's generation config name no EOS token")
-    return ids

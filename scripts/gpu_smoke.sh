@@ -166,7 +166,7 @@ run() {
   if [ "$rc" != 0 ]; then tail -n 15 "$RESULTS/$name.log" | sed 's/^/   | /'; fi
 }
 # One process under ZeRO-3: `accelerate launch --num_processes 1` uses its simple launcher, which sets no
-# RANK / WORLD_SIZE; train.py then gives itself the single-process values (infra/launch.py choice 4).
+# RANK / WORLD_SIZE; train.py then gives itself the single-process values (infra.launch.make_accelerator).
 ACCELERATE=("$PY" -m accelerate.commands.launch --num_processes 1)
 
 echo "== 3. ZeRO-3 gradient accumulation: one optimizer step over several micro-batches, ZeRO-3 against a plain process"

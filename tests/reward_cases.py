@@ -2,8 +2,9 @@ r"""Hand-labelled equivalence cases for reward.py, one tuple per case: (rule, go
 
 Every expectation was written from reward.py's policy (its module docstring) and from the kind
 of cases public grader test suites check (Math-Verify, the Minerva/MATH normaliser, PRM800K,
-DAPO); none was computed by the code under test. `rule` names the reward.py choice the case is
-about. bench/bench_reward.py scores Math-Verify on the same table.
+DAPO); none was computed by the code under test. `rule` says what the case is about: `1-*` which
+final answer is read (verifier.extract), `2-*` integer golds (verifier.verdict.integer_literal), `3-*`
+every other gold (verifier.equal). bench/bench_reward.py scores Math-Verify on the same table.
 """
 
 
@@ -303,7 +304,7 @@ CASES = [
     ("3-base", "2516_8", box("2516"), True),
     ("3-base", "2516_8", box("1358"), False),
     ("3-base", r"4210_{5}", box("4210_5"), True),
-    # -- issue 22: forms real models write (tests/test_reward_forms.py has every kind) -------------
+    # -- forms real models write (tests/test_reward_forms.py has every kind) ----------------------
     ("1-group", "2, 6", r"so $x = \boxed{2}$ \quad\text{and}\quad $x = \boxed{6}$.", True),
     ("1-group", "(1, 3), (3, 1)", r"$\boxed{(1, 3)}$, $\boxed{(3, 1)}$", True),
     ("1-group", "6", r"so $x = \boxed{2}$ \quad\text{and}\quad $x = \boxed{6}$.", False),

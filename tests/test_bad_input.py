@@ -1,4 +1,4 @@
-"""Every malformed input ends the same way (issue 15): one line on stderr starting with `error: `
+"""Every malformed input ends the same way: one line on stderr starting with `error: `
 that names the thing (file, line or row, key, flag) and the fix, exit code 2, no traceback, before
 any model loads, and nothing written or deleted where the run's files are.
 
@@ -125,7 +125,7 @@ CASES = [
      "row 0 of `{d}/train.jsonl` has an answer of type list", {}),
     ("null problem", lambda d, ck: train(d, data=jsonl(d, {"problem": None, "answer": "4"})),
      "row 1 of `{d}/train.jsonl` has no problem in column `problem`", {}),
-    # ---- the model path (policy.check_model, before anything loads) ----
+    # ---- the model path (model.check_model, before anything loads) ----
     ("model folder that does not exist", lambda d, ck: train(d, model=d / "no" / "model"),
      "model.name_or_path: local path `{d}/no/model` not found, and it is not a hub id", {}),
     ("model folder that is empty", lambda d, ck: train(d, model=empty_folder(d)),
@@ -237,7 +237,7 @@ def snapshot(folder: Path) -> dict:
 
 
 def run_case(case, d: Path, ck: Path) -> list[str]:
-    """Build the case in `d`, run it; what is wrong with how it ended (empty if it ended as issue 15 asks)."""
+    """Build the case in `d`, run it; what is wrong with how it ended (empty if it ended in one `error:` line)."""
     name, build, fragment, env = case
     args = build(d, ck)
     before = snapshot(d)

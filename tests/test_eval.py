@@ -131,7 +131,7 @@ def test_sampling_settings_are_restored():
 
 
 # ----------------------------------------------------------------------------------------------
-# The bundled benchmarks' gold formats (choice 4)
+# The bundled benchmarks' gold formats, used as the files give them (infra/evalsets.py)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -221,7 +221,7 @@ def test_rescore_reproduces_the_numbers(eval_run, tmp_path):
 
 
 def test_evaluate_with_a_training_engine(tmp_path):
-    from infra.policy import load_policy, load_tokenizer
+    from infra.model import load_policy, load_tokenizer
 
     cfg = config.load("tiny_qae.yaml")
     tokenizer = load_tokenizer(cfg.model.name_or_path)

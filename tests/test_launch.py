@@ -29,7 +29,8 @@ def probe(out: str, overrides: list[str]) -> None:
 
     import config
     from infra import launch
-    from infra.policy import Policy, load_policy
+    from infra.model import load_policy
+    from infra.policy import Policy
 
     cfg = config.load("tiny_qae.yaml", ["deepspeed.zero_stage=3", *overrides])
     accelerator = launch.make_accelerator(cfg)

@@ -1,5 +1,5 @@
-"""Packed micro-batches (infra/policy.py choice 5): one row per micro-batch, positions restarting per
-sequence, no padding computed, against the padded rows the trainer ran before; and the HF sampler,
+"""Packed micro-batches (infra.policy.packed_inputs): one row per micro-batch, positions restarting per
+sequence, no padding computed, against padded rows (infra.policy.padded_inputs); and the HF sampler,
 which shares the model, unchanged by the switch of its attention implementation."""
 
 import pytest
@@ -70,7 +70,7 @@ def test_the_packed_forward_builds_no_attention_mask(tiny_policy_dir, monkeypatc
 
 def test_the_hf_sampler_draws_the_same_after_the_policy_switches_attention(tiny_policy_dir):
     from config import RolloutConfig
-    from infra.policy import load_tokenizer
+    from infra.model import load_tokenizer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     tokenizer = load_tokenizer(str(tiny_policy_dir))

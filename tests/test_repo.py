@@ -157,3 +157,66 @@ def test_the_packages_stand_below_the_components():
 def test_no_module_is_over_400_lines():
     long = {name: n for name, p in project_modules().items() if (n := len(p.read_text().splitlines())) > 400}
     assert not long, f"modules over 400 lines: {long}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Prose that stays true in a fork: one-line choices in the docstrings, their reasons in
+# docs/algorithm.md, no file citing another file's choice by number.
+# ----------------------------------------------------------------------------------------------
+
+ALGORITHM_MD = REPO / "docs" / "algorithm.md"
+CHOICE_REFERENCE = re.compile(r"[\w/]+\.py(?:'s)? (?:choice|departure|rule)s? \d")
+
+
+def docstring_choices(text: str) -> list[str]:
+    """The numbered items of a module docstring's "Choices" list, as written (line breaks kept)."""
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    if not re.search(r"^Choices\b", doc, flags=re.M):
+        return []
+    listed = re.split(r"^Choices\b.*$", doc, maxsplit=1, flags=re.M)[1].strip("\n").split("\n\n")[0]
+    return [item.strip() for item in re.split(r"^\d+\. ", listed, flags=re.M)[1:]]
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def docs_choices(doc: str) -> dict[str, list[str]]:
+    """docs/algorithm.md's "Choices by module": per module path, the bold first sentence of each item."""
+    section = doc.split("\n## Choices by module", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for block in re.split(r"^### ", section, flags=re.M)[1:]:
+        path = re.match(r"\[([^\]]+)\]", block).group(1)
+        found[path] = [" ".join(m.split()) for m in re.findall(r"^\d+\. \*\*(.+?)\*\*", block, flags=re.M | re.S)]
+    return found
+
+
+def test_each_choice_is_one_line_and_docs_algorithm_gives_its_reasons():
+    """A choice is at most two docstring lines; docs/algorithm.md lists it verbatim with its reasons."""
+    listed = docs_choices(ALGORITHM_MD.read_text())
+    for path in project_modules().values():
+        rel, choices = str(path.relative_to(REPO)), docstring_choices(path.read_text())
+        long = [number for number, choice in enumerate(choices, 1) if choice.count("\n") > 1]
+        assert not long, f"{rel}: choices {long} are over two lines; keep the choice, move the why to docs/algorithm.md"
+        if choices:
+            assert listed.get(rel) == [one_line(c) for c in choices], \
+                f"docs/algorithm.md, Choices by module, does not list {rel}'s choices verbatim"
+        else:
+            assert rel not in listed, f"docs/algorithm.md lists choices of {rel}, whose docstring has none"
+
+
+def test_the_choice_checks_can_fail():
+    text = '"""Doc.\n\nChoices, numbered:\n1. One.\n2. Two,\n   wrapped\n   thrice.\n\nAfter.\n"""\n'
+    assert docstring_choices(text) == ["One.", "Two,\n   wrapped\n   thrice."]
+    doc = "\n## Choices by module\n\n### [a.py](../a.py)\n\n1. **One.** Why.\n2. **Two,\n   wrapped.** Why.\n\n## Z\n"
+    assert docs_choices(doc) == {"a.py": ["One.", "Two, wrapped."]}
+    cited = ["see train" + ".py choice 10", "reward" + ".py's choices 1-3"]  # split: this file must not match
+    assert all(CHOICE_REFERENCE.search(text) for text in cited)
+
+
+def test_no_file_cites_another_files_choice_by_number():
+    """Numbers move when a fork edits a list: point at the function or config key instead."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    hits = [f"{name}: {m.group(0)}" for name in tracked if name.endswith((".py", ".md", ".yaml", ".sh"))
+            for m in CHOICE_REFERENCE.finditer((REPO / name).read_text())]
+    assert not hits, "choices cited by number across files:\n" + "\n".join(hits)

@@ -1,4 +1,4 @@
-"""reward.py's verify mode against its policy (module docstring): hand-labelled cases for every
+"""reward.py's verify mode against its choices (module docstring): hand-labelled cases for every
 rule, the MATH-500/AIME/AMC golds, adversarial inputs, the worker pool (verifier/pool.py), and
 DAPO's overlong shaping. The dapo mode is tested in tests/test_reward_dapo.py."""
 
@@ -368,7 +368,7 @@ def test_score_batch_on_empty_and_fast_only_batches_starts_no_pool(monkeypatch):
     (18432, 1.0, -0.5),
     (20480, 1.0, -1.0),
     (20480, 0.5, -0.5),
-    (30000, 1.0, -1.0),  # past the maximum: clipped (reward.py choice 8)
+    (30000, 1.0, -1.0),  # past the maximum: clipped (reward.overlong_penalty)
 ])
 def test_overlong_penalty(length, factor, expected):
     assert overlong_penalty(length, 20480, 4096, factor) == pytest.approx(expected)

@@ -287,7 +287,7 @@ def test_a_bad_mode_is_refused_with_the_config_key():
 
 
 def test_inputs_verl_rejects_are_incorrect_answers():
-    """verifier/dapo.py choice 1: verl raises on these; mode="dapo" scores them."""
+    """verifier.dapo never raises: verl raises on these; mode="dapo" scores them."""
     assert score("Answer: 27", 27, mode="dapo").acc is True  # type: ignore[arg-type]
     assert score("Answer: 27.0", 27.0, mode="dapo").acc is True  # type: ignore[arg-type]
     incorrect = RewardResult(False, -1.0, None)

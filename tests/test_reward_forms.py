@@ -1,4 +1,4 @@
-r"""The answer forms real models write that the verify mode reads (issue 22), each kind in both
+r"""The answer forms real models write that the verify mode reads, each kind in both
 directions: the correct form scores +1, a near miss or a hedge -1. Every case is hand-written
 from the kinds of answers other graders' public test suites show (Math-Verify, the Qwen2.5-Math
 grader, verl, Minerva); none was copied from them or computed by the code under test.

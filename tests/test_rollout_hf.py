@@ -100,7 +100,7 @@ def expected_tv_bound(probs: torch.Tensor, N: int) -> float:
 @torch.no_grad()
 def exact_first_two(model, prompt_ids: list[int], allowed: int, eos_ids: list[int], temperature: float):
     """Exact P(first token) (A,) and P(second token) (A + 1,), last cell = ended at the first,
-    of the sampler: softmax(logits / T) over ids < allowed (choice 1), top-k/top-p off."""
+    of the sampler: softmax(logits / T) over ids < allowed (HFSampler.suppress), top-k/top-p off."""
     z = model(torch.tensor([prompt_ids])).logits[0, -1, :allowed]  # (A,)
     p1 = torch.softmax(z.double() / temperature, -1)  # (A,)
     both = torch.tensor([prompt_ids + [a] for a in range(allowed)])  # (A, L + 1): every first token
@@ -161,7 +161,7 @@ def test_report_policy_logp_off_samples_the_same_and_reports_nothing():
 
 
 # ----------------------------------------------------------------------------------------------
-# (d) the sampling loop draws what transformers' generate draws (infra/hf_sampler.py choice 4)
+# (d) the sampling loop draws what transformers' generate draws (infra.hf_sampler.sampling_loop)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -186,9 +186,9 @@ def test_sampling_loop_draws_what_generate_draws(which, temperature, top_k, top_
     model, tokenizer = load(tiny_policy_dir if which == "random" else which)
     sampler = engine(model, tokenizer, temperature)
     sampler.cfg.top_k, sampler.cfg.top_p = top_k, top_p
-    assert sampler.suppress  # both models pad their vocabulary past the tokenizer: choice 1 is exercised
+    assert sampler.suppress  # both models pad their vocabulary past the tokenizer: the suppression is exercised
     prompts = [prompt(tokenizer, p) for p in PROBLEMS]
     for seed in (0, 1, 2):
         ours = rollout.generate(sampler, prompts, n=4, seed=seed).response_ids
         assert ours == generate_reference(sampler, prompts, n=4, seed=seed), (seed, temperature, top_k, top_p)
-    assert all(t < len(tokenizer) for r in ours for t in r)  # choice 1
+    assert all(t < len(tokenizer) for r in ours for t in r)  # ids >= len(tokenizer) never sampled

@@ -11,8 +11,8 @@ rarely writes DAPO's `Answer:` line when asked (measured, 8 samples x 3-4 proble
 DAPO's template 0/32 correct, one-message instructions 0-1/24), but after two worked chat turns
 ("What is 1 + 1?" -> "Answer: 2") it answers in the format and is right about half the time
 (12/24), so groups of 4 have mixed correctness and dynamic sampling keeps them. The problems
-are therefore given as chat messages (infra/data.py choice 1), and the test checks that every weight
-tensor of the final checkpoint differs from the converted model's.
+are therefore given as chat messages, which infra.data.build_messages uses as they are, and the
+test checks that every weight tensor of the final checkpoint differs from the converted model's.
 """
 
 import json

@@ -59,7 +59,7 @@ def perturb(model, seed: int, scale: float = 0.05):
 
 
 def trainer_logp(model, tokenizer, prompt_ids, response_ids, temperature: float = 1.0):
-    """The trainer's log-probs, renormalised over ids < len(tokenizer) as vLLM's sampler is (rollout choice 3)."""
+    """The trainer's log-probs, renormalised over ids < len(tokenizer) as vLLM's sampler is (mask_padded_vocab)."""
     n_tok = len(tokenizer)
     out = []
     with torch.no_grad():

@@ -16,8 +16,9 @@ decoding on the trainer's model, and vLLM's log-probs of sampled responses with 
   weights at step 2, after the first update. This is the check that the first case can fail.
 
 Both also read train.py's own alarm, `rollout/logp_diff_max` in metrics.jsonl (|logp_trainer -
-logp_rollout| over the step's responses; it also holds log(1 - mass of the padded ids), rollout
-choice 3, ~1e-5 on tiny/model), which must stay small when synced and show the stale step.
+logp_rollout| over the step's responses; it also holds log(1 - mass of the padded ids) that
+infra.vllm_sampler.mask_padded_vocab masks, ~1e-5 on tiny/model), which must stay small when synced
+and show the stale step.
 """
 
 import json

@@ -8,7 +8,7 @@ The twin forces what differs at scale:
   zero-weighted passes, or the all-gathers of the busier rank hang;
 - several output-layer chunks per pass (8 tokens per chunk), unequal across ranks;
 - two mini-batches per step, and dynamic sampling that needs several generation batches, with
-  kept groups pooled over ranks and dealt out mini-batch by mini-batch (train.py choice 3).
+  kept groups pooled over ranks and dealt out mini-batch by mini-batch (rollout.deal_groups).
 Two processes must train what one trains: every metric within fp32's noise floor (RTOL below,
 1e-6 absolute) and the gathered weights within 1e-5. The launch is the plain form (`accelerate launch --multi_gpu
 --num_processes 2 train.py ...`, no --config_file: ZeRO-3 comes from the training YAML's

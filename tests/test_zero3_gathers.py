@@ -1,5 +1,5 @@
 """Under ZeRO-3 the output layer is all-gathered once per pass, whatever the number of vocabulary
-chunks (infra/policy.py choice 2).
+chunks (infra.policy.OutputHead).
 
 Two gloo ranks run train.py's no-grad log-prob passes and gradient passes (tests/zero3_gathers.py)
 on an untied copy of the tiny model with DeepSpeed's `stage3_param_persistence_threshold` at 0, so

@@ -22,7 +22,8 @@ import config  # noqa: E402
 import rollout as batching  # noqa: E402
 import train  # noqa: E402
 from infra import launch  # noqa: E402
-from infra.policy import Policy, load_policy, load_tokenizer  # noqa: E402
+from infra.model import load_policy, load_tokenizer  # noqa: E402
+from infra.policy import Policy  # noqa: E402
 
 
 def counting_coordinator(watched: dict) -> dict:

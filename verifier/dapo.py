@@ -23,15 +23,12 @@ steps in verl's order.
 tests/test_reward_dapo.py holds verl 0.5.0's own outputs on hand-written responses and checks
 that this module returns the same acc, score and pred on each.
 
-Choices, numbered (each a departure from verl's compute_score, only on inputs verl rejects or on its cost):
-1. Never raises. A gold stored as a number (27.0, numpy.int64) is read as its text (reward.py
-   does this before calling, as for mode="verify"); verl raises AttributeError. A response that
-   is not a string scores -1 with pred None; verl raises TypeError.
-2. Linear time on any input, with the same result on every string: the `Answer:` pattern has no
-   nested quantifiers and sees 300 characters, the other patterns are fixed-width, and the rules
-   verl writes as regexes over `.*` (quadratic on a gold of one `$` and a megabyte of text) are
-   done line by line with str.find instead. tests/test_reward_dapo.py checks each line rule
-   against its regex form.
+Both choices depart from verl's compute_score, only on inputs verl rejects or on its cost.
+
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Never raises: a gold stored as a number is read as its text (reward.py does so before calling), and a
+   response that is not a string scores -1 with pred None, where verl raises.
+2. Linear time, same result on every string: verl's regexes over `.*` are done line by line with str.find.
 """
 
 from __future__ import annotations

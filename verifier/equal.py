@@ -1,4 +1,4 @@
-r"""Exact equality of two parsed answers (reward.py's choice 3), gold first: answers_equal(g, p).
+r"""Exact equality of two parsed answers (for verdict.sympy_verdict), gold first: answers_equal(g, p).
 
 Inputs are what parse.parse returns: sympy expressions, Seq (tuple / set / list / pm),
 Interval, Union, Relation and Matrix. The comparison, by kind of gold:
@@ -17,20 +17,11 @@ Interval, Union, Relation and Matrix. The comparison, by kind of gold:
 `x = 5`, `(x, y) = (1, 2)` and `x \in S` are read as their right-hand side when the other
 answer is not an equation.
 
-Choices, numbered:
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
 1. Rationals compare exactly: 0.333 != 1/3, 1/2^98 != 1/2^99, 3.14 != pi.
-2. Anything else first compares in sympy's canonical form, which merges the usual rewritings
-   (\sqrt{20} = 2\sqrt{5}, 1/\sqrt{3} = \sqrt{3}/3, 2(k+1) - (2k+2) = 0). Otherwise the two sides
-   must agree to (precision - 20) significant digits, with precision at least 100 digits and
-   raised with the size of every rational written in either answer, so that no decimal can
-   pass for an irrational; expressions with variables must agree at three generic points.
-   expand/simplify are never called: their cost is unbounded ((x+y+z+w)^80), while evaluation
-   at a point costs about the same for any expression the parser's caps allow (verifier/values.py).
-3. The one tolerance (rounds_to): a gold written as a decimal with at least MIN_ROUNDED_DIGITS
-   significant digits may itself be rounded (33.3 for 100/3; 4.123105625617661 for sqrt(17)).
-   A prediction whose exact value rounds to it at the gold's last written digit answers it,
-   unless the prediction is a terminating decimal itself (1.249 against 1.25: a rounded or
-   wrong decimal never passes). Never the other way round: 0.333 against 1/3 stays incorrect.
+2. Anything else compares in sympy's canonical form, else must agree to (precision - 20) significant digits,
+   at three generic points if it has variables; expand/simplify are never called.
+3. The one tolerance (rounds_to): a non-terminating value answers a decimal gold of 3+ digits it rounds to.
 """
 
 from __future__ import annotations

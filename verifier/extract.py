@@ -1,38 +1,22 @@
-r"""Choice 1 of reward.py's verify mode: the final answer of a response (string work only).
+r"""The final answer of a response, for reward.py's verify mode (string work only).
 
     extract_answer(response) -> str | None
 
 The final answer is the last box group or the last `Answer:` line, whichever starts last; no
 marker at all means no answer (the last number in the text is never taken). Only the last
 TAIL_CHARS characters are scanned, every step is a bounded number of linear passes over them,
-and nothing here parses mathematics: reward.py normalises and compares what this returns.
+and nothing here parses mathematics: verifier/verdict.py decides on what this returns.
 
-Choices, numbered (each is repeated at its line):
-1. A box is `\boxed{...}`, `\fbox{...}` or `\boxed 7`. An empty `\boxed{}` (an echoed
-   instruction) is skipped; an unclosed final box means the answer was cut off: no answer.
-2. Box groups: boxes separated only by connectives (spaces, punctuation, $ and \( \) \[ \],
-   \quad, "and", "or", `\text{ and }`, a label such as `y_2 =`, "for part (a)") are one answer,
-   their contents joined with ", " (a content repeated counts once), at most MAX_GROUP boxes.
-   `\boxed{-2} \quad\text{and}\quad \boxed{1}` answers the gold `1, -2`; against a one-part
-   gold two different boxes are a hedge. A blank line or any other word ends a group:
-   `\boxed{41}, but that fails. Correct: \boxed{42}` reads 42.
-3. An `Answer:` line (any case, markdown bold allowed) runs to the end of its line; an empty
-   rest takes the next non-empty line, and a display block opened right after the marker
-   (`\[ ... \]`, `$$ ... $$`) is read to its end. The line stops at a chat-template token
-   (`<|im_start|>`, `</s>`, ...), at "I hope it is correct" (Minerva's format) and at "Note:".
-   A leading "The (final) answer is" and surrounding quotes are dropped.
-4. Prose on an Answer line (two or more words outside math, besides "and"/"or") is read as a
-   sentence ending at its first full stop (a later sentence naming a value makes it a hedge),
-   and only when it names exactly one value (a math span
-   or a number): "The largest $n$ is 34" -> 34 (the value after the last is/are/=/equals, the
-   subject of "is" named before it not counting); "Therefore $x \ge 5$ is the solution" -> the
-   value before "is the solution/answer"; "We find that $x < 3$" -> the one value. A value
-   the sentence negates ("is not 10, it is 12") does not count; one stated after an earlier
-   "is" ("is 10, which is 12") competes. A hedge word (about, approximately, least, more,
-   twice, but, ...), a "not" near the answer or a competing value leaves the line as written,
-   which then fails to parse: a hedge never becomes an answer. Several values after the last
-   "is" joined by "and"/"or" are a list ("The roots are $1$ or $2$" -> 1, 2), which a one-part
-   gold refuses like any other list.
+Each choice below is repeated at its line.
+
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. A box is `\boxed{...}`, `\fbox{...}` or `\boxed 7`; an empty `\boxed{}` is skipped, and an unclosed final
+   box means no answer.
+2. Boxes separated only by connectives are one answer (a box group), contents joined with ", " (a repeat
+   counts once), at most MAX_GROUP boxes; a blank line or any other word ends a group.
+3. An `Answer:` line (any case, markdown bold allowed) reads the rest of its line, else the next non-empty
+   one, or a display block opened after it, cut at a chat-template token, "I hope it is correct" or "Note:".
+4. Prose on an Answer line counts only as one hedge-free sentence naming one value (or an and/or list).
 """
 
 from __future__ import annotations

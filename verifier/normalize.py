@@ -5,29 +5,16 @@ r"""Formatting that never changes an answer's value, removed before reward.py co
     decimal_comma(a, b) -> str | None              # "2,74" read as 2.74 against the gold 2.74
 
 String work only (regexes and one bracket-matching pass, linear in the answer's length); no
-sympy. reward.py's choice 2 lists what counts as formatting; the choices a grader has to make
-are numbered here and repeated at their lines:
-1. Units and currency are formatting after a number: `$`, `\$`, euro, pound and yen signs,
-   `\text{...}` words, `^\circ` (and `^\circ C`), `%`, and unit words at the end (cm, km/h,
-   dollars, yuan, ...). Metres are read only as written with a unicode power after a number
-   (`1,000.99m²`): `5m` and `4m^2` may be products with a variable m.
-2. Thousands separators: `1,000`, `1{,}000`, `1\,000`, `1 000`, only when the whole answer is
-   that number; a first group of "0" is never a thousands group (`0,111`).
-3. Decimal comma (decimal_comma): `2,74` is 2.74 only when the other answer is one decimal
-   number written with a point, and only when the digits after the comma are not a thousands
-   group (1, 2 or 4+ digits, or a leading `0,`). So `1,5` answers 1.5, but `1,500` is 1500,
-   `1, 5` (with a space) is a list, and `1,5` against the list gold `1, 5` stays a list.
-4. Lists joined by words: "or" / "and" between answers (spaced or not: `(11,7)or(7,11)`),
-   `, and 82`, `\text{ or }` become commas; a hedge then reads as a list, which a one-part gold
-   refuses.
-5. Named quantities (drop_names): `AB = 4, CD = 5`, `|AB| = 1`, `S_{MBCN}:S = 7:32`,
-   `\frac{NO}{BO} = ...`, `p=5,q=2;p=7,q=2` name each value. The names are dropped, keeping the
-   order they fix (several values become a tuple), only when the other answer names nothing:
-   two named answers are compared with their names. Names are multi-letter or capitalised
-   (points and segments); `xy = 6` stays an equation.
-6. Other notation: `\begin{array}{cc}` is a pmatrix; `x \approx 11` is `x = 11` (a leading
-   `\approx 42` stays a hedge); `0 < f(x) < 1` is the range `0 < f < 1`; `0.1\overline{6}` is
-   15/90; `f(x) = 2x + 3` is `f = 2x + 3`.
+sympy. What counts as formatting is a grader's choice; each is repeated at its line.
+
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Units and currency after a number are formatting; metres only as written with a unicode power (`1,000.99m²`).
+2. Thousands separators (`1,000`, `1{,}000`, `1\,000`, `1 000`) are formatting only when the number is the whole answer.
+3. A decimal comma is read only against one decimal written with a point, never from a thousands group (decimal_comma).
+4. "or" / "and" between answers become commas, so a hedge reads as a list.
+5. Named quantities (`AB = 4, CD = 5`) lose their names only when the other answer names nothing (drop_names).
+6. Other notation has one reading: `array` as pmatrix, `\approx` as `=`, `f(x)` as `f` in ranges and equations,
+   repeating decimals as fractions.
 """
 
 from __future__ import annotations

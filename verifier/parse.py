@@ -17,35 +17,27 @@ reward.py calls `parse(text)` on a final answer the model wrote (`\frac{1}{2}`, 
     function := (\sin | \cos | ... | \ln | \log["_" arg]) ["^" exponent] (parenthesised | product)
     sum      := \sum "_" "{" letter "=" expr "}" "^" exponent product
 
-Choices, numbered. Safety (reward.py's choice 4):
-1. Nothing here calls eval, exec, sympify or parse_expr. Text becomes tokens from one regex;
-   tokens become sympy objects only through constructors (Rational, Symbol, Add, Mul, Pow, sin,
-   ...) on values already checked. An unknown token is a ParseError, never a guess.
-2. Sizes are capped before any arithmetic: tokens (MAX_TOKENS, verifier/tokens.py), nesting
-   (MAX_DEPTH) here;
-   digits per number (MAX_DIGITS), the bit size of an exact power, factorial or binomial
-   (MAX_BITS), and the exponent of a non-rational base (MAX_SYMBOLIC_EXP) in verifier/values.py's
-   constructors. sympy evaluates `9**(9**9)` eagerly on construction, so the check must come
-   first.
-
-Readings (what a grader has to decide; each is repeated at its line):
-3. `i` is the imaginary unit and `e` is Euler's number, as in MATH answers (values.letter).
-4. TeX one-token arguments: `\frac43` = 4/3, `\frac 59` = 5/9, `\sqrt2`; but an exponent takes a
-   whole number (`2^10` = 1024, what the writer meant, not TeX's 2^1 0).
-5. An integer directly followed by a proper fraction is a mixed number: `1\frac{4}{5}` = 9/5.
-6. Two numbers side by side (`42 43`) are an error, not a product.
-7. `(a, b)` is a tuple; verifier/equal.py reads a 2-tuple as an open interval when compared with
-   one. `[a, b]`, `(a, b]`, `[a, b)` are intervals; `\{...\}` is a set; `a \pm b` is the pair
-   {a + b, a - b} (Seq "pm").
-8. `\sin x \cos x` is sin(x) cos(x): a function's unparenthesised argument stops at the next
-   function; `\sin^{-1} x` is arcsin x; `\log` is the natural logarithm unless `\log_b`.
-9. `\sum_{k=a}^{b} t` is an opaque sum(t, k, a, b) that is never evaluated: two sums are equal
-   when their parts are (`F_{n-k-1} F_k` = `F_k F_{n-k-1}`: products are canonical). A
-   subscript may hold + and -: `F_{n-k-1}` is one variable named by its text.
-
 Files: this one (the grammar, one recursive-descent parser), verifier/tokens.py (the tokenizer and
 the allow-listed commands) and verifier/values.py (the value types and the capped constructors
 every rule calls).
+
+Of the choices below, 1-2 are safety (model text is never evaluated) and 3-9 are readings, what a
+grader has to decide (each repeated at its line).
+
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Nothing here calls eval, exec, sympify or parse_expr: text becomes tokens from one regex, tokens become
+   sympy objects only through constructors on checked values, and an unknown token is a ParseError.
+2. Sizes are capped before any arithmetic: tokens (MAX_TOKENS, verifier/tokens.py), nesting (MAX_DEPTH) here,
+   and digits, bit sizes and symbolic exponents in verifier/values.py's constructors.
+3. `i` is the imaginary unit and `e` is Euler's number, as in MATH answers (values.letter).
+4. TeX one-token arguments (`\frac43` = 4/3, `\sqrt2`), but an exponent takes a whole number (`2^10` = 1024).
+5. An integer directly followed by a proper fraction is a mixed number: `1\frac{4}{5}` = 9/5.
+6. Two numbers side by side (`42 43`) are an error, not a product.
+7. `(a, b)` is a tuple; `[a, b]`, `(a, b]`, `[a, b)` are intervals; `\{...\}` is a set; `a \pm b` is the pair
+   {a + b, a - b} (Seq "pm").
+8. `\sin x \cos x` is sin(x) cos(x): a function's unparenthesised argument stops at the next function;
+   `\sin^{-1} x` is arcsin x; `\log` is the natural logarithm unless `\log_b`.
+9. `\sum_{k=a}^{b} t` is an opaque sum(t, k, a, b), never evaluated; a subscript may hold + and -.
 """
 
 from __future__ import annotations

@@ -3,24 +3,21 @@
     run_checks({i: (pred, gold)}, timeout_s, workers) -> {i: True / False, or None on a timeout}
 
 reward.score_batch (verify mode) sends here every answer that its string-only paths cannot
-decide; each worker answers with reward.sympy_verdict(pred, gold). The bound on a check is a
-process boundary: a worker that overruns timeout_s is killed and replaced, and each worker runs
-under an address-space limit, so no answer can hang or exhaust the trainer (reward.py's choice
-4). Nothing here knows about math; a test can drive the pool with a stand-in worker.
+decide; each worker answers with verifier.verdict.sympy_verdict(pred, gold) (CHECK). The bound on
+a check is a process boundary: a worker that overruns timeout_s is killed and replaced, and each
+worker runs under an address-space limit, so no answer can hang or exhaust the trainer. Nothing
+here knows about math; a test can drive the pool with a stand-in worker.
 
-Choices, numbered (each is repeated at its line):
-1. Workers are plain `python -c` subprocesses speaking one JSON line per job, not
-   multiprocessing's spawn/forkserver: both re-run the parent's main script in every child,
-   which under `accelerate launch train.py` means importing torch (seconds, and an address
-   space that RLIMIT_AS would then have to allow). A fresh interpreter imports only the check's
-   module and sympy.
-2. The pool is created on first use, kept for the life of the process (starting sympy costs
-   about a second per worker), rebuilt when the requested size changes, and killed at exit.
-   A forked child never uses or kills its parent's workers; it builds its own pool.
-3. A worker that dies (e.g. at the memory limit) or overruns its job scores that job None (the
-   caller counts a timeout, scored incorrect) and is replaced; the other jobs are unaffected.
-4. If no worker starts within STARTUP_LIMIT_S, or processes cannot be started at all, every
-   pending job is scored None with a warning: scoring degrades, it never hangs or raises.
+Each choice below is repeated at its line.
+
+Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
+1. Workers are plain `python -c` subprocesses speaking one JSON line per job, not multiprocessing's
+   spawn/forkserver children.
+2. The pool is created on first use, kept for the life of the process, rebuilt when the requested size
+   changes and killed at exit; a forked child never uses its parent's workers but builds its own pool.
+3. A worker that dies (e.g. at the memory limit) or overruns its job scores that job None (a timeout, scored
+   incorrect) and is replaced; the other jobs are unaffected.
+4. If no worker starts within STARTUP_LIMIT_S, or none can start at all, every pending job scores None.
 """
 
 from __future__ import annotations

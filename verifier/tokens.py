@@ -6,7 +6,7 @@ r"""The vocabulary of verifier/parse.py's grammar: the tokenizer and the allow-l
 
 Everything the parser accepts is named here: relation and operator symbols, functions,
 constants, Greek letters, fraction commands, matrix environments, big operators. A token
-outside these tables is a ParseError in verifier/parse.py (its choice 1: never a guess).
+outside these tables is a ParseError in verifier/parse.py: it never guesses.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ verifier/parse.py turns answer text into these; verifier/equal.py compares them.
     Relation       a chain such as x = 5 or 1 < x \le 2
     Matrix         rows of equal length
 
-Safety (verifier/parse.py's choice 2, reward.py's choice 4): every piece of arithmetic the
+Safety (model text is never evaluated): every piece of arithmetic the
 parser asks of sympy goes through a constructor here, and each checks sizes before sympy
 computes: digits per number (MAX_DIGITS), the bit size of an exact power, factorial or binomial
 (MAX_BITS), the exponent of a non-rational base (MAX_SYMBOLIC_EXP), root indices, and \pm signs

@@ -1,4 +1,5 @@
-r"""The verify mode's verdict on one extracted answer against its gold (reward.py's choices 2 and 3).
+r"""The verify mode's verdict on one extracted answer against its gold: integer golds by
+string work, every other gold by exact equality.
 
     verdict(pred, gold) -> bool           # fast_verdict, else sympy_verdict
     fast_verdict(pred, gold) -> bool | None   # string work only: integer, text and base-b golds
@@ -83,7 +84,7 @@ def fast_verdict(pred: str, gold: str) -> bool | None:
         return False
     p, g = comparable(pred, gold)
     gold_int = integer_literal(g)
-    if gold_int is not None:  # choice 2
+    if gold_int is not None:  # an integer gold: a number literal equal to it (reward.py)
         return integer_literal(p) == gold_int
     if p == g:
         return True
@@ -125,7 +126,7 @@ def sympy_verdict(pred: str, gold: str) -> bool:
     for reading in readings:
         try:
             value = parse(reading)
-            if answers_equal(gold_value, value) or rounds_to(g, value):  # choice 3: rounded golds
+            if answers_equal(gold_value, value) or rounds_to(g, value):  # a rounded gold matches what rounds to it
                 return True
         except Exception:  # noqa: BLE001
             pass
@@ -138,7 +139,7 @@ def gold_text(gold) -> str:
 
 
 def verdict(pred: str, gold: str) -> bool:
-    """Whether the extracted answer `pred` equals the gold (policies 2 and 3), in this process."""
+    """Whether the extracted answer `pred` equals the gold, in this process."""
     gold = gold_text(gold)
     fast = fast_verdict(pred, gold)
     return fast if fast is not None else sympy_verdict(pred, gold)
