@@ -295,6 +295,36 @@ def test_score_batch_kills_overrunning_workers_and_recovers():
     assert [(r.acc, r.timeout) for r in again] == [(True, False), (True, False)]
 
 
+_FIRST_USE_IMPORTS = """
+import importlib, sys
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+from verifier import pool
+for name in pool.PRELOAD:
+    importlib.import_module(name)
+importlib.import_module(pool.CHECK[0])
+from reward import extract_answer
+from reward_cases import CASES
+check = getattr(sys.modules[pool.CHECK[0]], pool.CHECK[1])
+before = set(sys.modules)
+for _, gold, response, _ in CASES:
+    pred = extract_answer(response)
+    if pred is not None:
+        check(pred, gold)
+print(sorted(set(sys.modules) - before))
+"""
+
+
+def test_a_worker_imports_everything_before_it_reports_ready():
+    """No job pays an import inside its time bound: after a worker's PRELOAD, checking the whole
+    case table imports nothing more (sympy's Add imports sympy.tensor.tensor on its first sum,
+    22-40 ms, which was once a job's worst latency)."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _FIRST_USE_IMPORTS, str(REPO)], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert out.strip() == "[]", f"modules first imported by a job: {out}"
+
+
 _STAND_IN_WORKER = """
 import sys, time
 print("ready", flush=True)
