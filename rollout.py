@@ -224,7 +224,7 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
         seen["acc"] += [r.acc for r in results]
         seen["len"] += [len(r) for r in out.response_ids]
         seen["truncated"] += out.truncated
-        seen["timeouts"] += sum(getattr(r, "timeout", False) for r in results)
+        seen["timeouts"] += sum(r.timeout for r in results)
         seen["groups"], seen["kept"] = seen["groups"] + len(group), seen["kept"] + int(keep.sum())
         seen["sizes"].append(size)
         counts.append(accelerator.gather(torch.tensor([len(kept[-1])], device=accelerator.device)).tolist())
@@ -236,10 +236,8 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
         raise DynamicSamplingError(
             f"dynamic sampling kept {sum(map(sum, counts))} of {sum(seen['sizes'])} prompt groups after "
             f"{cfg.algorithm.max_num_gen_batches} generation batches, fewer than the {trainer.train_batch_size} "
-            "needed: "
-            "every other group was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or "
-            "trainer.gen_batch_size, lower "
-            "trainer.train_batch_size, or check the reward on a few completions."
+            "needed: every other group was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or "
+            "trainer.gen_batch_size, lower trainer.train_batch_size, or check the reward on a few completions."
         )
     return Batch.of(deal_groups(cfg, accelerator, kept, counts), tokenizer), seen, gen_batch, times
 

@@ -95,6 +95,14 @@ def micro_batches(batch: Batch, ids: list[int], budget: int) -> list[list[int]]:
     return [[ids[j] for j in mb] for mb in data.token_budget_micro_batches(lens, budget, packed=True)]
 
 
+def detached_rows(batch: Batch, ids: list[int], logp, entropy, wanted) -> dict:
+    """{response: (logp, entropy)} of the rows of a pass over `ids` whose response is in `wanted`,
+    cut to the response's length, detached, fp32 on the CPU."""
+    return {i: (logp[row, : len(batch.response_ids[i])].detach().float().cpu(),
+                entropy[row, : len(batch.response_ids[i])].detach().float().cpu())
+            for row, i in enumerate(ids) if i in wanted}
+
+
 @torch.no_grad()
 def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id: int) -> tuple[dict, int]:
     """Step 5: {response: (logp, entropy)} under the current (= sampling-time) policy for the
@@ -106,9 +114,7 @@ def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id:
         logp, entropy, _ = response_logprobs(model, [batch.prompt_ids[i] for i in p.ids],
                                              [batch.response_ids[i] for i in p.ids],
                                              cfg.rollout.temperature, pad_id, cfg.trainer.logprob_chunk_tokens)
-        for row, i in enumerate(p.ids if p.weight else []):
-            n = len(batch.response_ids[i])
-            known[i] = (logp[row, :n].float().cpu(), entropy[row, :n].float().cpu())
+        known |= detached_rows(batch, p.ids, logp, entropy, wanted=p.ids if p.weight else ())  # not a filler's
     return known, len(passes) - len(micro)
 
 
@@ -142,10 +148,8 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict
         logp, entropy, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids],
                                                 [batch.response_ids[i] for i in ids], cfg.rollout.temperature, pad_id,
                                                 cfg.trainer.logprob_chunk_tokens)  # (B, R)
-        for row, i in enumerate(ids if p.weight else []):
-            if i not in known:  # the first mini-batch: the sampling-time policy is the current one
-                n = len(batch.response_ids[i])
-                fresh[i] = (logp[row, :n].detach().float().cpu(), entropy[row, :n].detach().float().cpu())
+        if p.weight:  # the first mini-batch's responses, missing from known: the policy has not moved yet
+            fresh |= detached_rows(batch, ids, logp, entropy, wanted=[i for i in ids if i not in known])
         old = [known.get(i, fresh.get(i)) for i in ids]  # None for a filler's rows, whose old is anything
         old_logp = data.right_pad_float([o[0] if o else logp[row].detach().cpu()
                                          for row, o in enumerate(old)])[0].to(logp.device)  # (B, R)

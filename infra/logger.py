@@ -181,7 +181,6 @@ def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool) -> d
     return out
 
 
-
 def loss_metrics(upd: list[dict], updates: int) -> dict:
     """LOSS_METRICS from every rank's and mini-batch's sums (train.accumulate_gradients)."""
     total = lambda key: sum(u.get(key, 0.0) for u in upd)  # noqa: E731
