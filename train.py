@@ -64,6 +64,7 @@ from infra.launch import check_hardware, check_launch, check_world, make_acceler
 from infra.logger import MetricsLogger, entropy_sample, logprob_sums, step_metrics
 from infra.model import ModelError, check_model, load_policy, load_tokenizer
 from infra.policy import Policy, plan_passes, response_logprobs
+from infra.stop import StopRequest
 from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 
 # ----------------------------------------------------------------------------------------------
@@ -219,7 +220,7 @@ def check_inputs(cfg: config.Config, resume: str | None):
         check_hardware(cfg)
         check_launch(cfg)
         world = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch / torchrun
-        resume_dir = checkpoint.resume_from(resume, Path(cfg.trainer.output_dir), world)
+        resume_dir = checkpoint.resume_from(resume, Path(cfg.trainer.output_dir), world, cfg.deepspeed.zero_stage == 3)
         check_world(cfg, world)
         model_path = str(resume_dir / "model") if resume_dir else cfg.model.name_or_path
         if not resume_dir:  # a checkpoint's model/ was checked with the rest of it
@@ -275,6 +276,15 @@ def main(argv=None) -> None:
         prompt_sampler.load_state_dict(state["sampler"])
         keep_rate, start_step = KeepRate(**state.get("keep_rate", {})), state["step"]
     logger = MetricsLogger(out_dir, cfg, start_step if resume_dir else None, accelerator.is_main_process)
+    stop_request = StopRequest(out_dir, accelerator.is_main_process)  # SIGUSR1, SIGTERM or a STOP file
+
+    def save(step: int) -> Path:
+        try:
+            return checkpoint.save(out_dir, step, accelerator, policy_engine, tokenizer, optimizer, scheduler,
+                                   {"sampler": prompt_sampler.state_dict(), "keep_rate": dataclasses.asdict(keep_rate)},
+                                   trainer.keep_last)
+        except checkpoint.CheckpointError as e:  # a full disk, a read-only folder: one line, exit code 1
+            stop(f"at step {step}: {e}", code=1)
 
     def evaluate(trained_steps: int) -> dict:  # choice 9: on the weights the rollout engine holds now
         t0 = time.perf_counter()
@@ -342,17 +352,20 @@ def main(argv=None) -> None:
                                time.perf_counter() - t_step)
         logger.log_step(metrics | {"rollout/weight_syncs": rollout_engine.weight_syncs - syncs} | eval_metrics,
                         batch, adv, tokenizer)
-        if (trainer.save_every and step % trainer.save_every == 0) or step == trainer.total_steps:
-            try:
-                checkpoint.save(out_dir, step, accelerator, policy_engine, tokenizer, optimizer, scheduler,
-                                {"sampler": prompt_sampler.state_dict(), "keep_rate": dataclasses.asdict(keep_rate)},
-                                trainer.keep_last)
-            except checkpoint.CheckpointError as e:  # a full disk, a read-only folder: one line, exit code 1
-                stop(f"at step {step}: {e}", code=1)
-    finish(accelerator, logger)
+        due = (trainer.save_every and step % trainer.save_every == 0) or step == trainer.total_steps
+        saved = save(step) if due else None
+        asked = stop_request.agreed(accelerator) if step < trainer.total_steps else None  # every rank, every step
+        if asked:  # a stop from outside: this step's checkpoint, then a clean exit 0
+            saved = saved or save(step)
+            if accelerator.is_main_process:
+                tqdm.write(f"stopped after step {step} of {trainer.total_steps} ({asked}): checkpoint `{saved}` "
+                           "written; continue with the same command and --resume", file=sys.stderr)
+            break
+    finish(accelerator, logger, stop_request)
 
 
-def finish(accelerator, logger) -> None:
+def finish(accelerator, logger, stop_request: StopRequest) -> None:
+    stop_request.close(accelerator.is_main_process)
     logger.close()
     accelerator.wait_for_everyone()
     accelerator.end_training()  # also tears down the process group

@@ -219,7 +219,7 @@ def main():
               f"+{res[variant]['peak'] / 2**20:.0f} MiB, {r['micro_batches']} micro-batches, {r['slots']} token slots "
               f"through the layers for {r['tokens']} tokens ({r['slots'] - r['tokens']} padding), "
               f"{r['head_rows']} output-layer rows")
-    a, b = (torch.load(f"/tmp/bench_packing_grad_{v}.pt") for v in ("packed", "padded"))
+    a, b = (torch.load(f"/tmp/bench_packing_grad_{v}.pt", weights_only=True) for v in ("packed", "padded"))
     print(f"gradient packed vs padded: max relative difference {((a - b).norm() / b.norm()).item():.1e}")
     p, q = res["packed"], res["padded"]
     print(f"time_ratio={p['time'] / q['time']:.3f} padded_slots_computed={p['slots'] - p['tokens']} "

@@ -15,6 +15,9 @@ fork changes the algorithm at the root without reading this package.
     launch.py         the accelerator: DeepSpeed ZeRO-3 from the config, launch checks, collective timeouts
     gpu_memory.py     `rollout.gpu_memory_utilization: auto`: vLLM's share of the card
     checkpoint.py     atomic, rotating, resumable checkpoints; a failed write in one line
+    safe_state.py     trainer state as plain data, read only with torch's restricted unpickler
+    reshard.py        a ZeRO-3 checkpoint's optimizer shards rebuilt for another number of processes
+    stop.py           a stop asked for by SIGUSR1, SIGTERM or a STOP file, agreed by all ranks
     config_loader.py  reading configs: `base:` inheritance, typed overrides, errors naming the key
     config_checks.py  the config's cross-field checks and derived values, run on every config built
     cli.py            a bad command line in one `error:` line, exit code 2

@@ -11,30 +11,31 @@ A checkpoint is written into `checkpoints/.tmp-step_000020/` and renamed into pl
 complete, so a run killed at any moment leaves either the previous checkpoints or the new one,
 never half of one. `--resume` loads the policy from `model/` and the rest from
 `trainer_state.pt`; with the per-step sampling seeds (rollout.py), the resumed run then
-produces the same metrics as an uninterrupted one. A run resumes with the number of processes
-that wrote the checkpoint (DeepSpeed's optimizer shards are per rank). Before anything loads,
-`problem` checks a checkpoint whole (every file present, the state files readable, the
-safetensors headers matching the file sizes), so a damaged one is refused in one line that names
-the file and the previous checkpoint. A write that fails on any rank (a full disk, a read-only
-folder) raises `CheckpointError` on every rank, one line naming the folder and about how much a
-checkpoint needs; the temporary directory is removed and the previous checkpoints are untouched,
-so `--resume` continues from the newest of them.
+produces the same metrics as an uninterrupted one. A run may resume on another number of
+processes: DeepSpeed's per-rank optimizer shards are then rebuilt for the new ranks
+(infra/reshard.py), and the data side is world-size free. Before anything loads,
+`problem` checks a checkpoint whole (every file present, the state files readable as plain data,
+the safetensors headers matching the file sizes), so a damaged one is refused in one line that names
+the file and the previous checkpoint. The .pt files hold tensors and plain containers only and are
+read with torch's restricted unpickler (infra/safe_state.py): a checkpoint is data, never code, and
+one that names anything else is refused the same way, before anything runs. A write that fails on
+any rank (a full disk, a read-only folder) raises `CheckpointError` on every rank, one line naming
+the folder and about how much a checkpoint needs; the temporary directory is removed and the
+previous checkpoints are untouched, so `--resume` continues from the newest of them.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import sys
-import zipfile
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from config import ConfigError
+from infra import reshard, safe_state
 from infra.model import model_dir_problem
 from infra.policy import hf_model
 
@@ -67,34 +68,26 @@ def newest(output_dir: str | Path) -> Path | None:
     return max(found, key=step_of, default=None)
 
 
-def read_state_file(file: Path) -> tuple[object, str | None]:
-    """A .pt file memory-mapped (nothing big is read), or why it cannot be read. torch.save writes a
-    zip archive whose directory is at its end, so a truncated file is not a zip archive."""
-    if not zipfile.is_zipfile(file):
-        return None, f"is truncated or was not written by torch.save ({file.stat().st_size} bytes, no zip directory)"
-    try:
-        return torch.load(file, map_location="cpu", weights_only=False, mmap=True), None
-    except Exception as e:  # a damaged archive, a foreign pickle: say which file, in one line
-        lines = str(e).strip().splitlines()
-        return None, f"cannot be read ({type(e).__name__}: {lines[0][:120] if lines else ''})"
-
-
 def problem(path: Path) -> str | None:
     """Why the checkpoint at `path` cannot be resumed, naming the file (relative to `path`); None
     if it is whole. Reads only the state files (memory-mapped) and the safetensors headers."""
     path = Path(path)
     if not (path / STATE_FILE).is_file():
         return f"{STATE_FILE} is missing"
-    state, why = read_state_file(path / STATE_FILE)
-    if why:
-        return f"{STATE_FILE} {why}"
-    if not isinstance(state, dict) or "step" not in state:
+    try:
+        state = safe_state.load(path / STATE_FILE, mmap=True)  # the same restricted load as the resume's
+    except safe_state.StateFileError as e:
+        return f"{STATE_FILE} {e}"
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int) or \
+            not isinstance(state.get("world_size", 1), int):
         return f"{STATE_FILE} was not written by train.py"
-    for rank in range(state.get("world_size", 1)):
-        file = rank_file(path, rank)
-        why = "is missing" if not file.is_file() else read_state_file(file)[1]
-        if why:
-            return f"{file.name} {why}"
+    for file in (rank_file(path, rank) for rank in range(state.get("world_size", 1))):
+        if not file.is_file():
+            return f"{file.name} is missing"
+        try:
+            safe_state.load(file, mmap=True)
+        except safe_state.StateFileError as e:
+            return f"{file.name} {e}"
     if not (path / "model").is_dir():
         return "model/ is missing"
     why = model_dir_problem(path / "model")
@@ -108,21 +101,6 @@ def earlier(path: Path) -> Path | None:
         return None
     older = [d for d in checkpoint_dirs(path.parent.parent) if step_of(d) < step]
     return next((d for d in reversed(older) if problem(d) is None), None)
-
-
-def rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def _fsync_tree(path: Path) -> None:
@@ -208,9 +186,10 @@ def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, schedu
     root = Path(output_dir) / CHECKPOINTS
     final, tmp = root / f"step_{step:06d}", root / f".tmp-step_{step:06d}"
     state_dict = accelerator.get_state_dict(model)  # consolidated full weights on rank 0 (a collective under ZeRO-3)
-    mine = {"rng": rng_state()}
+    mine = {"rng": safe_state.rng_state()}
     if sharded_optimizer(accelerator):
-        mine["optimizer"] = optimizer.state_dict()  # this rank's partition
+        mine["optimizer"] = safe_state.plain_zero_state(optimizer.state_dict())  # this rank's partition
+    safe_state.check_plain({"rank state": mine, "extra": extra})  # on every rank, before any write or collective
     error = None
     if accelerator.is_main_process:
         state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}  # policy.Policy holds it as .model
@@ -229,12 +208,13 @@ def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, schedu
         error = _attempt(lambda: (shutil.rmtree(tmp, ignore_errors=True), tmp.mkdir(parents=True)))
     error = _first_error(accelerator, error)  # every rank waits for the directory
     if error is None:
-        error = _first_error(accelerator, _attempt(lambda: torch.save(mine, rank_file(tmp, accelerator.process_index))))
+        mine_file = rank_file(tmp, accelerator.process_index)
+        error = _first_error(accelerator, _attempt(lambda: safe_state.save(mine, mine_file, "rank state")))
 
     def commit():
         hf_model(model).save_pretrained(tmp / "model", state_dict=state_dict, safe_serialization=True)
         tokenizer.save_pretrained(tmp / "model")
-        torch.save(state, tmp / STATE_FILE)
+        safe_state.save(state, tmp / STATE_FILE, "trainer state")
         _fsync_tree(tmp)
         shutil.rmtree(final, ignore_errors=True)
         os.rename(tmp, final)  # the commit point
@@ -259,27 +239,35 @@ def save(output_dir, step: int, accelerator, model, tokenizer, optimizer, schedu
 
 
 def world_size(path: Path) -> int:
-    """How many processes wrote the checkpoint at `path` (resume with as many)."""
+    """How many processes wrote the checkpoint at `path`."""
     return len(list(Path(path).glob("rank_*.pt")))
 
 
 def load_state(path: Path, accelerator, optimizer, scheduler) -> dict:
     """Restore optimizer, scheduler and this rank's RNG from a checkpoint; return its whole state
-    dict (step, data position, ...). The policy weights are loaded from `path / "model"` by the caller."""
-    state = torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
-    mine = torch.load(rank_file(path, accelerator.process_index), map_location="cpu", weights_only=False)
-    if sharded_optimizer(accelerator):  # DeepSpeed takes every rank's list and reads its own entry
-        optimizer.load_state_dict([None] * accelerator.process_index + [mine["optimizer"]])
+    dict (step, data position, ...). The policy weights are loaded from `path / "model"` by the caller.
+    Written by another number of processes, the ZeRO-3 optimizer shards are rebuilt for this one
+    (infra/reshard.py); a plain optimizer's state is whole in trainer_state.pt either way."""
+    state = safe_state.load(Path(path) / STATE_FILE)  # checked by `problem` before anything loaded
+    saved, rank = state.get("world_size", 1), accelerator.process_index
+    mine = safe_state.load(rank_file(path, rank if rank < saved else 0))  # reshard's choice 1
+    if sharded_optimizer(accelerator):
+        zero = mine["optimizer"]
+        if saved != accelerator.num_processes:  # every saved shard memory-mapped, this rank's part rebuilt
+            zero = reshard.reshard([safe_state.load(rank_file(path, r), mmap=True)["optimizer"] for r in range(saved)],
+                                   optimizer, accelerator.num_processes, rank)
+        # DeepSpeed takes every rank's list and reads its own entry
+        optimizer.load_state_dict([None] * rank + [safe_state.zero_state_for(optimizer, zero)])
     else:
         optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    set_rng_state(mine["rng"])
+    safe_state.set_rng_state(mine["rng"])
     return state
 
 
-def resume_from(resume: str | None, output_dir: Path, world: int = 1) -> Path | None:
+def resume_from(resume: str | None, output_dir: Path, world: int = 1, sharded: bool = False) -> Path | None:
     """The checkpoint to resume from, checked whole before anything loads; refuse to mix a new run
-    into an old run's directory."""
+    into an old run's directory. `world` processes resume it, under ZeRO-3 if `sharded`."""
     found = newest(output_dir)  # complete or damaged: a damaged one is named, not skipped
     no_checkpoint = (f"trainer.output_dir `{output_dir}` holds an earlier run's metrics.jsonl but no checkpoint "
                      f"(that run stopped before its first save), so nothing can be resumed; delete `{output_dir}` to "
@@ -306,8 +294,15 @@ def resume_from(resume: str | None, output_dir: Path, world: int = 1) -> Path | 
         previous = earlier(path)
         fix = (f"resume from the previous checkpoint with `--resume {previous}`" if previous else
                "there is no earlier checkpoint; set trainer.output_dir to a new directory to start over")
-        raise ConfigError(f"--resume: checkpoint `{path}` is damaged: {trouble}; {fix}")
-    if world_size(path) != world:
-        raise ConfigError(f"--resume: checkpoint `{path}` was written by {world_size(path)} processes; "
-                          f"resume it with as many (this launch has {world})")
+        verdict = "is refused" if safe_state.NOT_PLAIN in trouble else "is damaged"
+        raise ConfigError(f"--resume: checkpoint `{path}` {verdict}: {trouble}; {fix}")
+    was_sharded = "optimizer" not in safe_state.load(path / STATE_FILE, mmap=True)  # else in the rank files
+    if was_sharded != sharded:
+        raise ConfigError(f"--resume: checkpoint `{path}` was written " + ("with" if was_sharded else "without")
+                          + " DeepSpeed ZeRO-3, whose optimizer state is kept differently; resume it with "
+                          + f"deepspeed.zero_stage={3 if was_sharded else 0}")
+    if world_size(path) != world and os.environ.get("RANK", "0") == "0":
+        print(f"resuming `{path}`, written by {world_size(path)} processes, on {world}: "
+              + ("each rank's optimizer shard is rebuilt from the saved ones" if sharded else
+                 "the optimizer state is whole in it"), file=sys.stderr)
     return path

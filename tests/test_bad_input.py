@@ -68,16 +68,37 @@ def model_copy(d: Path, drop: str | None = None, truncate: str | None = None) ->
     return folder
 
 
+class RunsCommand:
+    """Unpickled, it runs a shell command that creates `marker`: what a hostile checkpoint would hold."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
 def damaged_run(d: Path, ck: Path, file: str, how: str, only_first: bool = False) -> Path:
-    """The real run copied into d/run, with `file` of its newest checkpoint deleted or truncated."""
+    """The real run copied into d/run, with `file` of its newest checkpoint deleted, truncated, holding a
+    command-running object (`plant`), or with numpy's RNG state as an earlier version wrote it (`numpy`)."""
     run = Path(shutil.copytree(ck, d / "run"))
     if only_first:
         shutil.rmtree(run / "checkpoints" / "step_000002")
     target = sorted((run / "checkpoints").glob("step_*"))[-1] / file
     if how == "delete":
         target.unlink()
-    else:
+    elif how == "truncate":
         target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    else:
+        import numpy as np
+        import torch
+
+        state = torch.load(target, weights_only=True)
+        if how == "plant":
+            state["note"] = RunsCommand(d / "PLANTED")  # the case fails if this file appears (nothing may change)
+        else:
+            state["rng"]["numpy"] = ("MT19937", np.zeros(624, dtype=np.uint32), 0, 0, 0.0)
+        torch.save(state, target)
     return run
 
 
@@ -161,6 +182,18 @@ CASES = [
     ("truncated model/model.safetensors",
      lambda d, ck: damaged_run(d, ck, "model/model.safetensors", "truncate") and train(d, "--resume"),
      "is damaged: model/model.safetensors holds", {}),
+    ("a command-running object in trainer_state.pt",
+     lambda d, ck: damaged_run(d, ck, "trainer_state.pt", "plant") and train(d, "--resume"),
+     (f"checkpoint `{{d}}/{STEP2}` is refused: trainer_state.pt holds objects that are not plain data (`posix.system`)",
+      f"so it was not loaded; resume from the previous checkpoint with `--resume {{d}}/{STEP1}`"), {}),
+    ("a command-running object in a rank file",
+     lambda d, ck: damaged_run(d, ck, "rank_00000.pt", "plant", only_first=True) and train(d, "--resume"),
+     (f"checkpoint `{{d}}/{STEP1}` is refused: rank_00000.pt holds objects that are not plain data (`posix.system`)",
+      "there is no earlier checkpoint"), {}),
+    ("an earlier version's rank file (numpy RNG state)",
+     lambda d, ck: damaged_run(d, ck, "rank_00000.pt", "numpy") and train(d, "--resume"),
+     ("rank_00000.pt holds objects that are not plain data (`numpy.",
+      f"convert the checkpoint once with `python scripts/convert_checkpoint.py {{d}}/{STEP2}`"), {}),
     ("the only checkpoint damaged, resumed by path",
      lambda d, ck: damaged_run(d, ck, "rank_00000.pt", "delete", only_first=True) and train(d, "--resume", d / STEP1),
      f"checkpoint `{{d}}/{STEP1}` is damaged: rank_00000.pt is missing; there is no earlier checkpoint", {}),

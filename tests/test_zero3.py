@@ -13,8 +13,9 @@ Two processes must train what one trains: every metric within fp32's noise floor
 1e-6 absolute) and the gathered weights within 1e-5. The launch is the plain form (`accelerate launch --multi_gpu
 --num_processes 2 train.py ...`, no --config_file: ZeRO-3 comes from the training YAML's
 `deepspeed` section); the resume uses configs/accelerate/zero3.yaml, which must agree with the
-YAML, and a disagreeing launch stops with one line. A hang fails the test (timeouts kill the
-process group).
+YAML, and a disagreeing launch stops with one line. A checkpoint resumes on another number of
+processes (2 -> 1, 1 -> 2: the optimizer shards rebuilt), and SIGUSR1 to one rank stops both after
+the same step, in a checkpoint. A hang fails the test (timeouts kill the process group).
 """
 
 import os
@@ -124,6 +125,25 @@ def test_one_zero3_process_without_a_launcher_trains_what_one_plain_process_trai
     for k, v in comparable([a])[0].items():
         assert b[k] == pytest.approx(v, rel=RTOL, abs=1e-6), k
 
+    # Its 1-process checkpoint resumed on 2 processes: the shards rebuilt for two ranks (infra/reshard.py).
+    code, out = run([*LAUNCH, "train.py"], tmp_path / "two", "deepspeed.zero_stage=3", "--resume",
+                    str(tmp_path / "one" / "checkpoints" / "step_000001"))
+    assert code == 0 and "written by 1 processes, on 2: each rank's optimizer shard is rebuilt" in out, out[-3000:]
+    same_as_uninterrupted(root / "zero3", tmp_path / "two")
+
+
+def same_as_uninterrupted(straight: Path, resumed: Path) -> None:
+    """Step 2 of a run resumed from step 1 on another number of processes, against the uninterrupted
+    run's: the twin's tolerance between 1 and 2 processes (metrics RTOL, weights 1e-5)."""
+    a, b = comparable(read_metrics(straight / "metrics.jsonl"))[1], comparable(read_metrics(resumed / "metrics.jsonl"))
+    b = b[-1]
+    assert b["step"] == 2 and a.keys() == b.keys()
+    for k in a:
+        assert b[k] == pytest.approx(a[k], rel=RTOL, abs=1e-6), k
+    wa, wb = weights(straight, 2), weights(resumed, 2)
+    gap = max((wa[k] - wb[k]).abs().max().item() for k in wa)
+    assert gap < 1e-5, gap
+
 
 def test_zero3_checkpoint_reloads_and_resumes_exactly_under_a_launch_config_file(runs):
     root, _ = runs
@@ -134,9 +154,13 @@ def test_zero3_checkpoint_reloads_and_resumes_exactly_under_a_launch_config_file
     assert sum(p.numel() for p in model.parameters()) > 500_000
     assert sorted(p.name for p in ckpt.glob("rank_*.pt")) == ["rank_00000.pt", "rank_00001.pt"]
 
-    # One process cannot resume two ranks' optimizer shards: a one-line error before the model loads.
-    code, out = run([sys.executable, "train.py"], root / "one", "--resume", str(ckpt))
-    assert code == 2 and "written by 2 processes" in out
+    # Without DeepSpeed the optimizer state is kept whole: a one-line error before the model loads.
+    code, out = run([sys.executable, "train.py"], root / "plain", "deepspeed.zero_stage=0", "--resume", str(ckpt))
+    assert code == 2 and "was written with DeepSpeed ZeRO-3" in out and "deepspeed.zero_stage=3" in out, out[-2000:]
+    # On one ZeRO-3 process the two ranks' shards are rebuilt into one (infra/reshard.py).
+    code, out = run([sys.executable, "train.py"], root / "one", "deepspeed.zero_stage=3", "--resume", str(ckpt))
+    assert code == 0 and "written by 2 processes, on 1" in out, out[-3000:]
+    same_as_uninterrupted(root / "zero3", root / "one")
 
     code, out = run([*LAUNCH_FILE, "train.py"], root / "resumed", "deepspeed.zero_stage=3", "--resume", str(ckpt))
     assert code == 0, out[-3000:]
@@ -145,6 +169,43 @@ def test_zero3_checkpoint_reloads_and_resumes_exactly_under_a_launch_config_file
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-6
     assert (comparable(read_metrics(root / "zero3" / "metrics.jsonl"))[1]
             == comparable(read_metrics(root / "resumed" / "metrics.jsonl"))[0])
+
+
+def test_sigusr1_to_one_rank_stops_both_in_a_checkpoint_and_the_resume_is_exact(runs, tmp_path):
+    """SIGUSR1 to rank 1's worker alone, before step 1 ends: both ranks agree to stop after step 1 and
+    write the checkpoint that only the stop asks for (no periodic saves); the resume's step 2 is the
+    uninterrupted run's."""
+    import psutil
+
+    root, _ = runs
+    out = tmp_path / "stopped"
+    proc = subprocess.Popen([*LAUNCH, "train.py", *TWIN, f"trainer.output_dir={out}", "deepspeed.zero_stage=3",
+                             "trainer.save_every=0"], cwd=REPO, env=ENV, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    log = []
+    try:
+        for line in proc.stdout:  # the loop starts after the process groups report their timeout
+            log.append(line)
+            if line.startswith("collective timeout:"):
+                break
+        workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "train.py" in p.cmdline()]
+        rank1 = [p for p in workers if p.environ().get("RANK") == "1"]
+        assert len(workers) == 2 and len(rank1) == 1, "".join(log)[-3000:]
+        rank1[0].send_signal(signal.SIGUSR1)
+        out_text, _ = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the stopped twin did not finish (a rank stopped alone?)")
+    text = "".join(log) + out_text
+    assert proc.returncode == 0, text[-3000:]
+    assert "stopped after step 1 of 2 (SIGUSR1)" in text and "rank 0: done" in text and "rank 1: done" in text
+    assert sorted(p.name for p in (out / "checkpoints").glob("step_*")) == ["step_000001"]
+
+    code, text = run([*LAUNCH_FILE, "train.py"], out, "deepspeed.zero_stage=3", "trainer.save_every=0", "--resume")
+    assert code == 0, text[-3000:]
+    a, b = weights(root / "zero3", 2), weights(out, 2)
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-6
+    assert comparable(read_metrics(root / "zero3" / "metrics.jsonl")) == comparable(read_metrics(out / "metrics.jsonl"))
 
 
 def test_a_launch_config_that_disagrees_with_the_training_yaml_stops_with_one_line(tmp_path):

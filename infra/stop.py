@@ -1,0 +1,63 @@
+"""A stop asked for from outside the run, ending in a checkpoint instead of lost work.
+
+Clusters end jobs at time limits and for preemption. SLURM can warn a job first (`--signal`), a
+preemption sends SIGTERM, and torch elastic's agent forwards SIGTERM to its workers and kills them
+30 s later. A stop is asked for by SIGUSR1, SIGTERM, or a file named `STOP` in `trainer.output_dir`
+(for schedulers that cannot signal); the run finishes the step it is in, writes a checkpoint and
+exits 0 with one line saying how to continue (`--resume`). docs/gpu.md has the SLURM lines.
+
+Choices:
+1. The signal handler only records the request, so a second signal during a save changes nothing.
+2. Ranks agree at each step boundary through one all-reduce of a flag (`StopRequest.agreed`): all
+   stop after the same step, and no collective is left waiting for a rank that stopped alone.
+3. A stopped run exits 0: torch elastic counts a non-zero exit as a failure (and may restart it).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import torch
+
+STOP_FILE = "STOP"
+SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+REASONS = ("a STOP file", "SIGUSR1", "SIGTERM")  # codes 1, 2, 3 in the all-reduce; the largest wins
+
+
+class StopRequest:
+    """Records SIGUSR1 and SIGTERM from the moment it is made, and sees a STOP file in `output_dir`."""
+
+    def __init__(self, output_dir: str | Path, is_main: bool):
+        self.file = Path(output_dir) / STOP_FILE
+        self.code = 0  # 0: no stop asked for; else 1 + index in REASONS
+        if is_main and self.file.exists():  # left from an earlier stop: this launch was asked to run
+            self.file.unlink()
+            print(f"removed `{self.file}` left by an earlier stop", file=sys.stderr)
+        for sig in SIGNALS:
+            signal.signal(sig, self.record)  # choice 1
+
+    def record(self, signum, frame) -> None:
+        self.code = max(self.code, 1 + REASONS.index(signal.Signals(signum).name))
+
+    def agreed(self, accelerator) -> str | None:
+        """Why the run stops after this step, if any rank was asked to, else None. A collective: every rank
+        calls it at the same point (choice 2)."""
+        if self.file.exists():
+            self.code = max(self.code, 1)
+        code = self.code
+        if accelerator.num_processes > 1:
+            flag = torch.tensor([code], device=accelerator.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            code = int(flag.item())
+        return REASONS[code - 1] if code else None
+
+    def close(self, is_main: bool) -> None:
+        """The STOP file has been acted on: removed, so a resumed run does not stop at once. From here on
+        the signals are ignored: one arriving during the exit must not turn a clean exit into a kill (at
+        interpreter exit Python puts back the default action of a signal it handles, which ends the process)."""
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        if is_main:
+            self.file.unlink(missing_ok=True)
