@@ -4,7 +4,10 @@ from the kinds of answers other graders' public test suites show (Math-Verify, t
 grader, verl, Minerva); none was copied from them or computed by the code under test.
 
 Kinds: 1 several boxes, 2 named quantities, 3 text after the answer, 4 units and currency,
-5 word-joined lists, 6 less common notation, 7 rounded golds; plus the decimal-comma rule.
+5 word-joined lists, 6 less common notation, 7 rounded golds, 8 scientific notation, 9 brackets
+as grouping, 10 the closing sentence of a finished solution, 11 a choice letter with its option
+text, 12 unicode units and text equations, 13 equality chains, 14 a JSON answer field; plus the
+decimal-comma rule and arbitrary constants (refused).
 """
 
 import doctest
@@ -14,6 +17,9 @@ import pytest
 
 from reward import score, score_batch
 from verifier.extract import extract_answer
+
+WORK = ("We list the residues modulo 7 and check each one against both conditions in turn. Only one "
+        "residue passes both checks.\n\n")  # a solution's working, longer than MIN_SOLUTION_CHARS
 
 
 def case(kind, gold, response, expected):
@@ -137,6 +143,70 @@ CASES = [
     case("dc", "1, 5", r"\boxed{1.5}", False),
     case("dc", "111", r"\boxed{0,111}", False),
     case("dc", "2", r"\boxed{2,0}", False),
+    # -- 8: scientific notation -------------------------------------------------------------------
+    case(8, "1e-5", r"The resolution is $\boxed{1 \times 10^{-5}}$ radians.", True),
+    case(8, "2.55e-10", r"\boxed{2.55 \times 10^{-10}}", True),
+    case(8, r"1 \times 10^{-5}", r"\boxed{1e-5}", True),
+    case(8, "4.5e33", r"\boxed{4.5 \times 10^{33} \text{ erg/s}}", True),
+    case(8, "1e-5", r"\boxed{1 \times 10^{-6}}", False),
+    case(8, "2.55e-10", r"\boxed{2.5 \times 10^{-10}}", False),
+    case(8, "1e-5", r"\boxed{10^{-5} \text{ or } 10^{-6}}", False),
+    case(8, "2e-1", r"\boxed{2e - 1}", False),  # spaced: 2e - 1, not 0.2
+    case(8, "1000", r"\boxed{1 \times 10^3}", False),  # an integer gold: do the arithmetic
+    # -- 9: brackets used as grouping -------------------------------------------------------------
+    case(9, r"\frac{\cos 2t+\sin 2t}{4}", r"\boxed{\frac{1}{4}\left[\cos 2t+\sin 2t\right]}", True),
+    case(9, "2(x+1)", r"\boxed{2\left\{x+1\right\}}", True),
+    case(9, "[0, 1]", r"\boxed{\left[0, 1\right]}", True),
+    case(9, r"\frac{\cos 2t+\sin 2t}{4}", r"\boxed{\frac{1}{4}\left[\cos 2t-\sin 2t\right]}", False),
+    case(9, "[0, 1]", r"\boxed{\left[0, 1\right)}", False),  # with a comma, still an interval
+    case(9, "1", r"\boxed{\left\{1\right\}}", False),  # the whole answer: a set
+    # -- 10: the closing sentence of a finished solution, no box, no Answer line ------------------
+    case(10, "1", WORK + "The remainder is 1.", True),
+    case(10, "194", WORK + "so m + n = 194.", True),
+    case(10, "194", WORK + "m + n = 25 + 169 = **194**", True),
+    case(10, "7", WORK + "So, the mean of her quiz scores is 7.\n\nI think that's the answer.", True),
+    case(10, "9", WORK + "There are 9 elements in this set, so the answer is 9.", True),
+    case(10, "3", WORK + "It is either 3 or 5.", False),
+    case(10, "3", WORK + "The remainder is 3 or 5.", False),
+    case(10, "12", WORK + "So the area is 12 and the perimeter is 14.", False),
+    case(10, "5", WORK + "Hence $x = 5$ and $y = 6$.", False),
+    case(10, "12", WORK + "The area is at most 12.", False),
+    case(10, "12", WORK + "So the area is 12. Next we compute the perimeter, which", False),  # cut off
+    case(10, "1", WORK + "The remainder is 1", False),  # no full stop: maybe cut off
+    case(10, "7", WORK + "Hillary has 7 nickels.", False),  # no "is" or "=": no statement of a value
+    case(10, "3", WORK + "**Step 3**", False),
+    # -- 11: a choice letter with its option text -------------------------------------------------
+    case(11, "H", r"\boxed{(H) \frac{3}{8}}", True),
+    case(11, "H", r"\boxed{\text{(H) } \frac{3}{8}}", True),
+    case(11, "(C)", r"\boxed{C. 42}", True),
+    case(11, "H", r"\boxed{(G) \frac{3}{8}}", False),
+    case(11, "H", r"\boxed{(H) \text{ or } (I)}", False),
+    case(11, "B", r"\boxed{B = 4}", False),
+    # -- 12: unicode units, text equations --------------------------------------------------------
+    case(12, "1.69", "\\boxed{1.69 \u00c5}", True),
+    case(12, "589", r"\boxed{589 nm}", True),
+    case(12, "13.6", r"\boxed{13.6 eV}", True),
+    case(12, "SRMC=LRMC", r"\boxed{\text{SRMC} = \text{LRMC}}", True),
+    case(12, "1.69", "\\boxed{1.70 \u00c5}", False),
+    case(12, "SRMC=LRMC", r"\boxed{\text{SRMC} > \text{LRMC}}", False),
+    case(12, "SRMC=LRMC", r"\boxed{\text{SRMC} = \text{MC}}", False),
+    # -- 13: equality chains: the last side, if the chain is true ---------------------------------
+    case(13, r"\frac{2}{3}\cdot\frac{C}{S}",
+         r"\boxed{MRS = \frac{4}{6}\cdot\frac{C}{S} = \frac{2}{3}\cdot\frac{C}{S}}", True),
+    case(13, "194", r"\boxed{m + n = 25 + 169 = 194}", True),
+    case(13, r"\frac{2}{3}", r"\boxed{r = \frac{4}{6} = \frac{3}{4}}", False),
+    case(13, "194", r"\boxed{m + n = 25 + 169 = 195}", False),
+    case(13, "11", r"\boxed{x = 5+5+1 = 7 = 11}", False),  # a false chain
+    # -- 14: a JSON answer field ------------------------------------------------------------------
+    case(14, "13", 'Reasoning done.\n{"reasoning": "two cases", "answer": "13"}', True),
+    case(14, "13", '{"answer": 13}', True),
+    case(14, r"\frac{1}{2}", '{"final_answer": "\\\\frac{1}{2}"}', True),
+    case(14, "13", '{"answer": "13 or 14"}', False),
+    case(14, "13", '{"answer": "12"}', False),
+    case(14, "13", '{"answer": "13"}\nWait, that is wrong: \\boxed{12}', False),  # the later marker
+    # -- deliberately refused: arbitrary constants named differently from the gold -----------------
+    case("const", "y = c e^{x}", r"\boxed{y = C e^{x}}", False),
+    case("const", "C_1 e^{t} + C_2 e^{2t}", r"\boxed{C_2 e^{t} + C_1 e^{2t}}", False),
 ]
 
 
@@ -148,6 +218,16 @@ def test_answer_forms(gold, response, expected):
 def test_answer_forms_through_the_worker_pool():
     golds, responses = [c.values[0] for c in CASES], [c.values[1] for c in CASES]
     assert [r.acc for r in score_batch(responses, golds, workers=2)] == [c.values[2] for c in CASES]
+
+
+def test_closing_sentence_only_from_a_response_that_ended():
+    finished, boxed = WORK + "The remainder is 1.", WORK + r"so the remainder is $\boxed{1}$."
+    assert score(finished, "1").acc and not score(finished, "1", truncated=True).acc
+    assert score(boxed, "1", truncated=True).acc  # a marker is read whether or not the response was cut
+    results = score_batch([finished, finished, boxed], ["1", "1", "1"], truncated=[False, True, True], workers=1)
+    assert [r.acc for r in results] == [True, False, True]
+    with pytest.raises(ValueError, match="one truncated flag per response"):
+        score_batch([finished], ["1"], truncated=[False, True])
 
 
 @pytest.mark.parametrize("response,pred", [

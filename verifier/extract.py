@@ -1,9 +1,10 @@
 r"""The final answer of a response, for reward.py's verify mode (string work only).
 
-    extract_answer(response) -> str | None
+    extract_answer(response, truncated=False) -> str | None
 
-The final answer is the last box group or the last `Answer:` line, whichever starts last; no
-marker at all means no answer (the last number in the text is never taken). Only the last
+The final answer is the last box group, `Answer:` line or JSON answer field, whichever starts
+last. With no marker at all, only the closing sentence of a finished solution can answer (choice 6);
+otherwise there is no answer (the last number in the text is never taken). Only the last
 TAIL_CHARS characters are scanned, every step is a bounded number of linear passes over them,
 and nothing here parses mathematics: verifier/verdict.py decides on what this returns.
 
@@ -17,16 +18,21 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 3. An `Answer:` line (any case, markdown bold allowed) reads the rest of its line, else the next non-empty
    one, or a display block opened after it, cut at a chat-template token, "I hope it is correct" or "Note:".
 4. Prose on an Answer line counts only as one hedge-free sentence naming one value (or an and/or list).
+5. A JSON answer field (`"answer": "13"`, `"final_answer": 13`) is a marker, like an `Answer:` line.
+6. With no marker, a finished solution (not cut at the length limit, ending in a full stop after MIN_SOLUTION_CHARS)
+   answers with its last sentence if it states one value after is/=, hedge-free, or with a last line of one bold value.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 TAIL_CHARS = 8192  # only the end of a response is scanned for the final answer
 MAX_GROUP = 8  # boxes joined into one answer (choice 2); a longer chain keeps its last 8
 MAX_GAP = 80  # characters between two boxes of one group
 MAX_BLOCK = 2000  # characters of a display block read after `Answer:` (choice 3)
+MIN_SOLUTION_CHARS = 100  # working before a closing sentence (choice 6): one sentence alone is no solution
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _ANSWER_RE = re.compile(r"(?<![A-Za-z])answer\s*(?:\*{1,2}|_{1,2})?\s*:", re.IGNORECASE)  # **Answer**:
@@ -136,13 +142,14 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z']+", re.sub(r"\\[A-Za-z]+", " ", text))]
 
 
-def _competing(masked: str, line: str, copulas: list, end: int) -> bool:
-    """Choice 4: a value stated right after an earlier copula ("is 10 which is 12") competes with
-    the last one; "is not 10" or "be in the domain of $f(x)$" does not."""
+def _competing(masked: str, line: str, copulas: list, end: int, final: str) -> bool:
+    """Choice 4: a value other than the final one, stated right after an earlier copula ("is 10
+    which is 12"), competes with it; "is not 10", "there are 9 ..., so the answer is 9" or "be in
+    the domain of $f(x)$" does not."""
     bounds = [c.end() for c in copulas] + [end]
     for lo, hi in zip(bounds[:-2], bounds[1:-1]):
         first = next(iter(_values(masked, line, lo, hi)), None)
-        if first is not None and not _words(masked[lo : first[0]]):
+        if first is not None and not _words(masked[lo : first[0]]) and first[2] != final:
             return True
     return False
 
@@ -160,34 +167,47 @@ def sentence_answer(line: str) -> str:
     masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), line)
     if len([w for w in _words(masked) if w not in ("and", "or")]) < 2:
         return line  # no prose: the line as written
+    values = _sentence_values(masked, line)
+    return line if values is None else ", ".join(values)
+
+
+def _sentence_values(masked: str, line: str) -> list[str] | None:
+    """Choice 4: the values the first sentence of a prose line states, or None if it states none
+    or hedges (masked: the line with its math spans hidden)."""
     stop = re.search(r"[.!?](?=\s+[A-Z])", masked)
     end = stop.start() if stop else len(line)
     if _values(masked, line, end, len(line)):
-        return line  # "The value is $5$. Also $6$ works.": a later sentence names another value
+        return None  # "The value is $5$. Also $6$ works.": a later sentence names another value
     if _HEDGES & set(_words(masked[:end])):
-        return line
+        return None
     copulas = list(_COPULA_RE.finditer(masked, 0, end))
     if not copulas:  # "We find that $x < 3$", "Jane started 3 hours ago"
         values = _values(masked, line, 0, end)
-        return values[0][2] if len(values) == 1 and "not" not in _words(masked[:end]) else line
+        return [values[0][2]] if len(values) == 1 and "not" not in _words(masked[:end]) else None
     last = copulas[-1]
     tail = _values(masked, line, last.end(), end)
     joins = [masked[a[1] : b[0]] for a, b in zip(tail, tail[1:])]
-    if (tail and not _competing(masked, line, copulas, end) and "not" not in _words(masked[last.end() : end])
-            and len(_words(masked[last.end() : tail[0][0]])) <= 4
+    if (tail and not _competing(masked, line, copulas, end, tail[-1][2])
+            and "not" not in _words(masked[last.end() : end]) and len(_words(masked[last.end() : tail[0][0]])) <= 4
             and all(re.fullmatch(r"[\s,;]*(?:and|or)?[\s,;]*", j) for j in joins)):
-        return ", ".join(v[2] for v in tail)  # "... is 34", "... are $1$ and $2$"
+        return [v[2] for v in tail]  # "... is 34", "... are $1$ and $2$"
     head = _values(masked, line, 0, copulas[0].start())
     if not tail and len(head) == 1 and _SUBJECT_TAIL_RE.match(masked[last.end() : end]):
-        return head[0][2]  # "$x \\ge 5$ is the solution"
-    return line
+        return [head[0][2]]  # "$x \\ge 5$ is the solution"
+    return None
+
+
+def last_match(pattern: re.Pattern, text: str) -> re.Match | None:
+    """The last match of pattern in text, or None. Linear."""
+    last = None
+    for match in pattern.finditer(text):
+        last = match
+    return last
 
 
 def last_answer_line(text: str) -> tuple[int, str] | None:
     """(start, answer) of the last `Answer:` marker (choices 3 and 4)."""
-    last = None
-    for match in _ANSWER_RE.finditer(text):
-        last = match
+    last = last_match(_ANSWER_RE, text)
     if last is None:
         return None
     after = text[last.end() :]
@@ -204,13 +224,97 @@ def last_answer_line(text: str) -> tuple[int, str] | None:
     return last.start(), sentence_answer(rest)
 
 
-def extract_answer(response: str) -> str | None:
-    """Choice 1. Returns the final answer text, or None if the response gives none."""
-    tail = response[-TAIL_CHARS:]
-    box, line = last_box_group(tail), last_answer_line(tail)
-    candidates = [c for c in (box, line) if c is not None]
-    if not candidates:
+# ----------------------------------------------------------------------------------------------
+# A JSON answer field (choice 5) and the closing sentence of a finished solution (choice 6)
+# ----------------------------------------------------------------------------------------------
+
+_JSON_ANSWER_RE = re.compile(r'"(?:final_?)?answer"\s*:\s*("(?:[^"\\\n]|\\.){1,500}"|[-+]?\d[\d.,/]*)', re.IGNORECASE)
+_BOLD_LINE_RE = re.compile(r"(.*?)\*\*([^*\n]{1,200})\*\*[.!]?")
+_END_TOKEN_RE = re.compile(r"(?:\s*<\|[a-z_]{1,30}\|>)+\s*$")  # <|end_of_solution|>
+_REMARK_RE = re.compile(r"(?i)\b(?:that'?s|that is|this is)\s+(?:it|(?:the|my)\s+(?:final\s+|right\s+|correct\s+)?"
+                        r"answer)\b|\bI'?m confident\b|\bchecks out\b|\bmakes sense\b")  # closing remarks
+
+
+def last_json_answer(text: str) -> tuple[int, str] | None:
+    """(start, answer) of the last `"answer": ...` field (choice 5); a string value is read as JSON."""
+    last = last_match(_JSON_ANSWER_RE, text)
+    if last is None:
         return None
+    value = last.group(1)
+    try:
+        value = json.loads(value) if value.startswith('"') else value
+    except ValueError:
+        return None
+    return last.start(), sentence_answer(str(value).strip())
+
+
+def _one_value(text: str) -> str | None:
+    """The text itself if it is one value: a number or one math span ($..$, \\(..\\))."""
+    text = text.strip()
+    if _NUMBER_RE.fullmatch(text):
+        return text
+    span = _MATH_RE.fullmatch(text)
+    return next(g for g in span.groups() if g is not None) if span else None
+
+
+def _closing_value(piece: str) -> str | None:
+    """Choice 6: the one value a closing sentence or line states, or None."""
+    bold = _BOLD_LINE_RE.fullmatch(piece)
+    if bold is not None:  # "**194**", "The answer is **194**.", "m + n = 25 + 169 = **194**"
+        lead, value = _MATH_RE.sub(" ", bold.group(1)), _one_value(bold.group(2))
+        plain = not lead.strip() or lead.rstrip().endswith("=") or (
+            _COPULA_RE.search(lead) and not _HEDGES & set(_words(lead)) and not _NUMBER_RE.search(lead))
+        return value if plain else None
+    if not piece.endswith((".", "!")):
+        return None  # a solution ends with a full stop; anything else may be cut off
+    sentence = piece[:-1]
+    masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), sentence)
+    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_RE.finditer(sentence)]
+    if not (_COPULA_RE.search(masked) or (len(spans) == 1 and "=" in spans[0])):
+        return None  # "Hillary has 7 nickels": no statement of a value
+    values = _sentence_values(masked, sentence)
+    if values is None or len(values) != 1:
+        return None
+    lhs, equals, rhs = values[0].rpartition("=")  # $m + n = 194$ -> 194
+    return rhs.strip() if equals and "=" not in lhs and _NUMBER_RE.fullmatch(rhs.strip()) else values[0]
+
+
+def closing_answer(text: str) -> str | None:
+    r"""Choice 6: the value the last sentence of a finished solution states, or None. Up to two
+    closing remarks that name no value ("I think that's the answer.") are passed over.
+
+    >>> work = "We reduce modulo 7 and check each residue in turn; only one of them works. " * 2
+    >>> closing_answer(work + "The remainder is 1."), closing_answer(work + "So $m + n = 194$.")
+    ('1', '194')
+    >>> closing_answer(work + "so m + n = 194."), closing_answer(work + "\n**194**")
+    ('194', '194')
+    >>> closing_answer(work + "So the remainder is 1.\n\nI think that's the answer.")
+    '1'
+    >>> closing_answer(work + "It is either 3 or 5."), closing_answer(work + "The remainder is 1")
+    (None, None)
+    >>> closing_answer("It is 1."), closing_answer(work + "Hillary has 7 nickels.")
+    (None, None)
+    """
+    body = _END_TOKEN_RE.sub("", text).rstrip()
+    pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body[-MAX_BLOCK:]) if p.strip()]
+    for k, piece in enumerate(reversed(pieces[-3:])):
+        if k < 2 and _REMARK_RE.search(piece) and not _values(piece, piece, 0, len(piece)) and "?" not in piece:
+            continue  # "I think that's the answer."
+        if body.rfind(piece) < MIN_SOLUTION_CHARS:
+            return None  # one sentence alone is no solution
+        return _closing_value(piece)
+    return None
+
+
+def extract_answer(response: str, truncated: bool = False) -> str | None:
+    """Choice 1. Returns the final answer text, or None if the response gives none; a response cut
+    at the length limit (truncated) has no closing sentence (choice 6)."""
+    tail = response[-TAIL_CHARS:]
+    box, line, field = last_box_group(tail), last_answer_line(tail), last_json_answer(tail)
+    candidates = [c for c in (box, line, field) if c is not None]
+    if not candidates:
+        closing = None if truncated else closing_answer(tail)
+        return closing.strip() if closing else None
     pred = max(candidates, key=lambda c: c[0])[1]  # whichever marker comes last
     if pred is None:
         return None  # unclosed final \boxed{: the answer was cut off
