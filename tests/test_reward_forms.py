@@ -92,6 +92,9 @@ CASES = [
     case(4, "4m^2", r"\boxed{4}", False),  # m^2 in LaTeX may be a variable squared
     case(4, "4m^2", r"\boxed{4m^3}", False),
     case(4, "30", "\\boxed{31\u00b0C}", False),
+    case(4, "15000", r"\boxed{15,000 \, \text{kcal m}^{-2} \text{ yr}^{-1}}", True),
+    case(4, "12", r"\boxed{12^{\mathrm{th}} \text{ grade}}", True),
+    case(4, "12", r"\boxed{11^{\mathrm{th}} \text{ grade}}", False),
     # -- 5: lists joined by words -----------------------------------------------------------------
     case(5, "(11,7)or(7,11)", r"\boxed{(7,11),\ (11,7)}", True),
     case(5, "(11, 7) or (7, 11)", r"\boxed{(7, 11) \text{ or } (11, 7)}", True),
@@ -121,6 +124,8 @@ CASES = [
     case(6, r"1 \le |z| \le 2", r"\boxed{[1, 2]}", False),
     case(6, "(1, 2), (3, 4)", r"\boxed{(1, 2), (3, 4), (1, 2)}", True),  # a repeat counts once
     case(6, "(1, 2), (3, 4)", r"\boxed{(1, 2), (3, 5)}", False),
+    case(6, "(2,251,252)", r"\boxed{(2, 251, 252)}", True),  # a tuple, not the thousands groups of 2251252
+    case(6, "(2,251,252)", r"\boxed{2251252}", False),
     # -- 7: golds that are rounded decimals -------------------------------------------------------
     case(7, "33.3", r"\boxed{\frac{100}{3}}", True),
     case(7, "4.123105625617661", r"\boxed{\sqrt{17}}", True),
@@ -173,7 +178,10 @@ CASES = [
     case(10, "12", WORK + "The area is at most 12.", False),
     case(10, "12", WORK + "So the area is 12. Next we compute the perimeter, which", False),  # cut off
     case(10, "1", WORK + "The remainder is 1", False),  # no full stop: maybe cut off
-    case(10, "7", WORK + "Hillary has 7 nickels.", False),  # no "is" or "=": no statement of a value
+    case(10, "7", WORK + "Therefore, Hillary has 7 nickels.", True),
+    case(10, "-120", WORK + "So, in conclusion, the product $abc$ is $-120$.", True),
+    case(10, "3", WORK + "Jane started 3 hours ago.", False),  # no is, = or has: no statement of a value
+    case(10, "12", WORK + "The answer is the product of 3 and 4.", False),
     case(10, "3", WORK + "**Step 3**", False),
     # -- 11: a choice letter with its option text -------------------------------------------------
     case(11, "H", r"\boxed{(H) \frac{3}{8}}", True),

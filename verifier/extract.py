@@ -33,6 +33,7 @@ MAX_GROUP = 8  # boxes joined into one answer (choice 2); a longer chain keeps i
 MAX_GAP = 80  # characters between two boxes of one group
 MAX_BLOCK = 2000  # characters of a display block read after `Answer:` (choice 3)
 MIN_SOLUTION_CHARS = 100  # working before a closing sentence (choice 6): one sentence alone is no solution
+MAX_SENTENCE = 400  # characters of a closing sentence (choice 6); a longer one is not read
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _ANSWER_RE = re.compile(r"(?<![A-Za-z])answer\s*(?:\*{1,2}|_{1,2})?\s*:", re.IGNORECASE)  # **Answer**:
@@ -124,10 +125,10 @@ _HEDGES = {"no", "nor", "either", "neither", "approximately", "approx", "about",
            "roughly", "nearly", "almost", "close", "between", "least", "most", "than", "more",
            "less", "fewer", "maybe", "perhaps", "possibly", "probably", "might", "wrong",
            "incorrect", "unless", "except", "if", "but", "assuming", "estimate", "estimated",
-           "twice", "half", "double", "triple", "times", "root", "sum", "product", "difference",
-           "ratio", "cannot", "isn't", "aren't", "impossible"}  # "not" and "or": see choice 4
-_SUBJECT_TAIL_RE = re.compile(r"\s*(?:the|our|my|a)?\s*(?:final\s+)?(?:answer|solution|result|value)"
-                              r"(?:\s+set)?s?\W*$", re.IGNORECASE)
+           "twice", "half", "double", "triple", "times", "cannot", "isn't", "aren't", "impossible"}
+_OPERATIONS = {"root", "sum", "product", "difference", "ratio"}  # hedges after the copula only: "the sum is 12"
+_SUBJECT_TAIL_RE = re.compile(r"\s*(?:the|our|my|a)?\s*(?:final\s+|correct\s+|right\s+)?"
+                              r"(?:answer|solution|result|value)(?:\s+set)?s?\W*$", re.IGNORECASE)
 
 
 def _values(masked: str, line: str, lo: int, hi: int) -> list[tuple[int, int, str]]:
@@ -178,9 +179,10 @@ def _sentence_values(masked: str, line: str) -> list[str] | None:
     end = stop.start() if stop else len(line)
     if _values(masked, line, end, len(line)):
         return None  # "The value is $5$. Also $6$ works.": a later sentence names another value
-    if _HEDGES & set(_words(masked[:end])):
-        return None
     copulas = list(_COPULA_RE.finditer(masked, 0, end))
+    after_copula = masked[copulas[-1].end() if copulas else 0 : end]
+    if _HEDGES & set(_words(masked[:end])) or _OPERATIONS & set(_words(after_copula)):
+        return None
     if not copulas:  # "We find that $x < 3$", "Jane started 3 hours ago"
         values = _values(masked, line, 0, end)
         return [values[0][2]] if len(values) == 1 and "not" not in _words(masked[:end]) else None
@@ -230,9 +232,12 @@ def last_answer_line(text: str) -> tuple[int, str] | None:
 
 _JSON_ANSWER_RE = re.compile(r'"(?:final_?)?answer"\s*:\s*("(?:[^"\\\n]|\\.){1,500}"|[-+]?\d[\d.,/]*)', re.IGNORECASE)
 _BOLD_LINE_RE = re.compile(r"(.*?)\*\*([^*\n]{1,200})\*\*[.!]?")
+_STATING_RE = re.compile(r"(?i)\b(?:has|have|had|contains?|takes?|needs?|gives?|yields?|saved?|end up with"
+                         r"|(?:de|in)creases? by)\b")  # "Hillary has 7 nickels": one value, stated by a verb
 _END_TOKEN_RE = re.compile(r"(?:\s*<\|[a-z_]{1,30}\|>)+\s*$")  # <|end_of_solution|>
 _REMARK_RE = re.compile(r"(?i)\b(?:that'?s|that is|this is)\s+(?:it|(?:the|my)\s+(?:final\s+|right\s+|correct\s+)?"
-                        r"answer)\b|\bI'?m confident\b|\bchecks out\b|\bmakes sense\b")  # closing remarks
+                        r"answer)\b|\bI'?m confident\b|\bchecks out\b|\bmakes sense\b|\blooks good\b"
+                        r"|\blet me know\b|\bhope (?:this|it) helps\b")  # closing remarks
 
 
 def last_json_answer(text: str) -> tuple[int, str] | None:
@@ -270,8 +275,8 @@ def _closing_value(piece: str) -> str | None:
     sentence = piece[:-1]
     masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), sentence)
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_RE.finditer(sentence)]
-    if not (_COPULA_RE.search(masked) or (len(spans) == 1 and "=" in spans[0])):
-        return None  # "Hillary has 7 nickels": no statement of a value
+    if not (_COPULA_RE.search(masked) or _STATING_RE.search(masked) or (len(spans) == 1 and "=" in spans[0])):
+        return None  # "Jane started 3 hours ago": no statement of a value
     values = _sentence_values(masked, sentence)
     if values is None or len(values) != 1:
         return None
@@ -292,15 +297,19 @@ def closing_answer(text: str) -> str | None:
     '1'
     >>> closing_answer(work + "It is either 3 or 5."), closing_answer(work + "The remainder is 1")
     (None, None)
-    >>> closing_answer("It is 1."), closing_answer(work + "Hillary has 7 nickels.")
-    (None, None)
+    >>> closing_answer(work + "Hillary has 7 nickels."), closing_answer(work + "Jane started 3 hours ago.")
+    ('7', None)
+    >>> closing_answer("It is 1.")
     """
-    body = _END_TOKEN_RE.sub("", text).rstrip()
-    pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body[-MAX_BLOCK:]) if p.strip()]
+    body = _END_TOKEN_RE.sub("", text[-MAX_BLOCK:]).rstrip()
+    pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body) if p.strip()]
+    offset = max(0, len(text) - MAX_BLOCK)
     for k, piece in enumerate(reversed(pieces[-3:])):
+        if len(piece) > MAX_SENTENCE:
+            return None
         if k < 2 and _REMARK_RE.search(piece) and not _values(piece, piece, 0, len(piece)) and "?" not in piece:
             continue  # "I think that's the answer."
-        if body.rfind(piece) < MIN_SOLUTION_CHARS:
+        if offset + body.rfind(piece) < MIN_SOLUTION_CHARS:
             return None  # one sentence alone is no solution
         return _closing_value(piece)
     return None

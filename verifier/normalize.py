@@ -73,6 +73,9 @@ _REPLACEMENTS = [  # (pattern, replacement, only with a backslash in the answer)
     (re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])"), "", True),  # nested boxes: keep the group
     (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)(?![a-zA-Z])\s*\.?"), "", True),
     (re.compile(r"\\(?:displaystyle|textstyle)(?![a-zA-Z])"), "", True),
+    (re.compile(r"\\odot(?![a-zA-Z])"), "odot", True),  # L_{\odot}: the sun's, a name
+    (re.compile(r"(?<=\d)\s*\^\s*\{\s*\\(?:text|mathrm)\s*\{\s*(?:st|nd|rd|th)\s*\}\s*\}|(?<=\d)(?:st|nd|rd|th)\b"),
+     "", False),  # ordinals: 12^{\text{th}}, 12th
     (re.compile(r"\\[lr]?vert(?![a-zA-Z])"), "|", True),
     (re.compile(r"\\langle(?![a-zA-Z])"), "(", True),
     (re.compile(r"\\rangle(?![a-zA-Z])"), ")", True),
@@ -131,7 +134,7 @@ _WORD_LIST_RES = [  # choice 4, in order: 42 or 43; (11,7)or(7,11); 19, 46, and 
     (re.compile(r",\s*(?:or|and)\s+"), ", "),
     (re.compile(r",\s*(?:,\s*)+"), ", "),
 ]
-_UNIT_MARK_RE = re.compile(r"\x01(?:\s*\^\s*\{?[23]\}?)?")
+_UNIT_MARK_RE = re.compile(r"\x01(?:\s*\^\s*\{?-?[1-4]\}?)?")  # m^2, yr^{-1}
 _SPACES_RE = re.compile(r"\s+")
 
 

@@ -158,7 +158,7 @@ class _Parser(Tokens):
 
     def starts_factor(self) -> bool:
         kind, tok = self.peek_kind(), self.peek()
-        return kind in ("num", "var") or tok in ("(", "{") or (tok == "|" and not self.in_abs) or (
+        return kind in ("num", "var") or tok in ("(", "[", "{") or (tok == "|" and not self.in_abs) or (
             kind == "cmd"
             and (tok in FUNCTIONS or tok in CONSTANTS or tok in FRACS or tok[1:] in GREEK
                  or tok in (r"\sqrt", r"\binom", r"\dbinom", r"\tbinom", r"\sum"))

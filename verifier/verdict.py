@@ -48,7 +48,7 @@ def integer_literal(s: str) -> str | None:
     (True, True)
     """
     s = re.sub(r"^([+-])\s+", r"\1", _ASSIGN_RE.sub("", s, count=1).strip())  # - 5
-    if len(s) > 2 and s[0] + s[-1] in ("()", "{}"):
+    if len(s) > 2 and s[0] + s[-1] in ("()", "{}") and "," not in s:  # (2,251,252) is a tuple
         s = s[1:-1].strip()
     number, _, words = s.partition(" ")  # 42 handshakes: trailing words are units
     if words and all(len(w) >= 3 and w.isalpha() and w.lower() not in _HEDGE_TAIL_WORDS
