@@ -162,6 +162,8 @@ CASES = [
     case(9, r"\frac{\cos 2t+\sin 2t}{4}", r"\boxed{\frac{1}{4}\left[\cos 2t+\sin 2t\right]}", True),
     case(9, "2(x+1)", r"\boxed{2\left\{x+1\right\}}", True),
     case(9, "[0, 1]", r"\boxed{\left[0, 1\right]}", True),
+    case(9, r"\frac{\cos 2t+\sin 2t}{4}", r"\boxed{\frac{1}{4}[\cos 2t+\sin 2t]}", True),
+    case(9, "[2, 6]", r"\boxed{2[1, 3]}", False),  # a product with an interval is no answer
     case(9, r"\frac{\cos 2t+\sin 2t}{4}", r"\boxed{\frac{1}{4}\left[\cos 2t-\sin 2t\right]}", False),
     case(9, "[0, 1]", r"\boxed{\left[0, 1\right)}", False),  # with a comma, still an interval
     case(9, "1", r"\boxed{\left\{1\right\}}", False),  # the whole answer: a set
@@ -181,6 +183,9 @@ CASES = [
     case(10, "7", WORK + "Therefore, Hillary has 7 nickels.", True),
     case(10, "-120", WORK + "So, in conclusion, the product $abc$ is $-120$.", True),
     case(10, "3", WORK + "Jane started 3 hours ago.", False),  # no is, = or has: no statement of a value
+    case(10, "4", WORK + "Thus, the tritium nucleus contains **4 up quarks**.", True),
+    case(10, r"\text{east}", WORK + "So, the final answer is east.", True),
+    case(10, r"\text{east}", WORK + "So, the final answer is east or west.", False),
     case(10, "12", WORK + "The answer is the product of 3 and 4.", False),
     case(10, "3", WORK + "**Step 3**", False),
     # -- 11: a choice letter with its option text -------------------------------------------------

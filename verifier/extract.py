@@ -269,8 +269,9 @@ def _closing_value(piece: str) -> str | None:
         lead, value = _MATH_RE.sub(" ", bold.group(1)), _one_value(bold.group(2))
         plain = not lead.strip() or lead.rstrip().endswith("=") or (
             _COPULA_RE.search(lead) and not _HEDGES & set(_words(lead)) and not _NUMBER_RE.search(lead))
-        return value if plain else None
-    if not piece.endswith((".", "!")):
+        if value is not None:
+            return value if plain else None
+    if not piece.endswith((".", "!")):  # (a bold phrase such as **4 up quarks** is read as part of the sentence)
         return None  # a solution ends with a full stop; anything else may be cut off
     sentence = piece[:-1]
     masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), sentence)
@@ -278,6 +279,9 @@ def _closing_value(piece: str) -> str | None:
     if not (_COPULA_RE.search(masked) or _STATING_RE.search(masked) or (len(spans) == 1 and "=" in spans[0])):
         return None  # "Jane started 3 hours ago": no statement of a value
     values = _sentence_values(masked, sentence)
+    word = re.search(r"(?i)\bthe (?:final )?answer is ([A-Za-z]+)$", sentence)
+    if values is None and word is not None:
+        return word.group(1)  # "So, the final answer is east."
     if values is None or len(values) != 1:
         return None
     lhs, equals, rhs = values[0].rpartition("=")  # $m + n = 194$ -> 194
@@ -293,8 +297,8 @@ def closing_answer(text: str) -> str | None:
     ('1', '194')
     >>> closing_answer(work + "so m + n = 194."), closing_answer(work + "\n**194**")
     ('194', '194')
-    >>> closing_answer(work + "So the remainder is 1.\n\nI think that's the answer.")
-    '1'
+    >>> closing_answer(work + "It is 1.\n\nI think that's it."), closing_answer(work + "The answer is east.")
+    ('1', 'east')
     >>> closing_answer(work + "It is either 3 or 5."), closing_answer(work + "The remainder is 1")
     (None, None)
     >>> closing_answer(work + "Hillary has 7 nickels."), closing_answer(work + "Jane started 3 hours ago.")
