@@ -187,6 +187,8 @@ CASES = [
     case(10, r"\text{east}", WORK + "So, the final answer is east.", True),
     case(10, r"\text{east}", WORK + "So, the final answer is east or west.", False),
     case(10, "12", WORK + "The answer is the product of 3 and 4.", False),
+    case(10, "20", WORK + r"Therefore, the sum \(a + b + c = 11 + 9 + 0 = 20\).", True),
+    case(10, "20", WORK + r"Therefore, the sum \(a + b + c = 11 + 9 + 1 = 20\).", False),  # a false chain
     case(10, "3", WORK + "**Step 3**", False),
     # -- 11: a choice letter with its option text -------------------------------------------------
     case(11, "H", r"\boxed{(H) \frac{3}{8}}", True),

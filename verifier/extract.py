@@ -180,11 +180,11 @@ def _sentence_values(masked: str, line: str) -> list[str] | None:
     if _values(masked, line, end, len(line)):
         return None  # "The value is $5$. Also $6$ works.": a later sentence names another value
     copulas = list(_COPULA_RE.finditer(masked, 0, end))
-    after_copula = masked[copulas[-1].end() if copulas else 0 : end]
+    values = _values(masked, line, 0, end)
+    after_copula = masked[copulas[-1].end() if copulas else values[0][0] if values else 0 : end]  # the sum $a + b = 5$
     if _HEDGES & set(_words(masked[:end])) or _OPERATIONS & set(_words(after_copula)):
         return None
     if not copulas:  # "We find that $x < 3$", "Jane started 3 hours ago"
-        values = _values(masked, line, 0, end)
         return [values[0][2]] if len(values) == 1 and "not" not in _words(masked[:end]) else None
     last = copulas[-1]
     tail = _values(masked, line, last.end(), end)
