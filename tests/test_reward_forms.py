@@ -1,7 +1,8 @@
 r"""The answer forms real models write that the verify mode reads, each kind in both
 directions: the correct form scores +1, a near miss or a hedge -1. Every case is hand-written
 from the kinds of answers other graders' public test suites show (Math-Verify, the Qwen2.5-Math
-grader, verl, Minerva); none was copied from them or computed by the code under test.
+grader, verl, Minerva) and that real completions in other projects' evaluation runs show (kinds
+8-14, docs/reward.md); none was copied from them or computed by the code under test.
 
 Kinds: 1 several boxes, 2 named quantities, 3 text after the answer, 4 units and currency,
 5 word-joined lists, 6 less common notation, 7 rounded golds, 8 scientific notation, 9 brackets
