@@ -213,6 +213,8 @@ CASES = [
     case(13, r"\frac{2}{3}", r"\boxed{r = \frac{4}{6} = \frac{3}{4}}", False),
     case(13, "194", r"\boxed{m + n = 25 + 169 = 195}", False),
     case(13, "11", r"\boxed{x = 5+5+1 = 7 = 11}", False),  # a false chain
+    case(13, "5", r"\boxed{3 = 5 = 5}", False),  # a first side without a letter is checked too
+    case(13, r"\frac{2}{3}", r"\boxed{\frac{8}{12} = \frac{4}{6} = \frac{2}{3}}", True),
     # -- 14: a JSON answer field ------------------------------------------------------------------
     case(14, "13", 'Reasoning done.\n{"reasoning": "two cases", "answer": "13"}', True),
     case(14, "13", '{"answer": 13}', True),

@@ -270,8 +270,8 @@ def _closing_value(piece: str) -> str | None:
         plain = not lead.strip() or lead.rstrip().endswith("=") or (
             _COPULA_RE.search(lead) and not _HEDGES & set(_words(lead)) and not _NUMBER_RE.search(lead))
         if value is not None:
-            return value if plain else None
-    if not piece.endswith((".", "!")):  # (a bold phrase such as **4 up quarks** is read as part of the sentence)
+            return value if plain else None  # else a bold phrase (**4 up quarks**) is part of the sentence
+    if not piece.endswith((".", "!")):
         return None  # a solution ends with a full stop; anything else may be cut off
     sentence = piece[:-1]
     masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), sentence)
@@ -303,7 +303,8 @@ def closing_answer(text: str) -> str | None:
     (None, None)
     >>> closing_answer(work + "Hillary has 7 nickels."), closing_answer(work + "Jane started 3 hours ago.")
     ('7', None)
-    >>> closing_answer("It is 1.")
+    >>> closing_answer("It is 1.") is None  # one sentence alone is no solution
+    True
     """
     body = _END_TOKEN_RE.sub("", text[-MAX_BLOCK:]).rstrip()
     pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body) if p.strip()]

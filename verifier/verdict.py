@@ -13,7 +13,8 @@ this file's own.
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
 1. A gold that is one letter A-J is a choice letter: `(H)`, `H.` or `H)` followed by the option's text answers
    it, unless the answer names a second letter.
-2. An equality chain (`MRS = a = b`) answers with its last side, only when every side after the first equals it.
+2. An equality chain (`MRS = a = b`) answers with its last side, only when every other side equals it (the first
+   unless it names the quantity).
 """
 
 from __future__ import annotations
@@ -163,10 +164,11 @@ def sympy_verdict(pred: str, gold: str) -> bool:
     if "%" in pred and "%" not in gold:  # 25\% against 0.25: percent as formatting or as /100
         readings.append(rf"\frac{{{p}}}{{100}}")
     sides = None if "=" in g else chain_sides(p)
-    if sides is not None:  # choice 2: the last side, if the chain after its first side is true
+    if sides is not None:  # choice 2: the last side, if the chain is true
         try:
             last = parse(sides[-1])
-            if all(answers_equal(last, parse(side)) for side in sides[1:-1]):
+            named = re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", sides[0]))  # MRS, m + n: a name
+            if all(answers_equal(last, parse(side)) for side in sides[(1 if named else 0) : -1]):
                 readings.append(sides[-1])
         except Exception:  # noqa: BLE001 - a side outside the grammar: no reading
             pass
