@@ -2,7 +2,8 @@ r"""The answer forms real models write that the verify mode reads, each kind in 
 directions: the correct form scores +1, a near miss or a hedge -1. Every case is hand-written
 from the kinds of answers other graders' public test suites show (Math-Verify, the Qwen2.5-Math
 grader, verl, Minerva) and that real completions in other projects' evaluation runs show (kinds
-8-14, docs/reward.md); none was copied from them or computed by the code under test.
+8-14 and the later cases of kinds 3, 6 and 10, docs/reward.md); none was copied from them or
+computed by the code under test.
 
 Kinds: 1 several boxes, 2 named quantities, 3 text after the answer, 4 units and currency,
 5 word-joined lists, 6 less common notation, 7 rounded golds, 8 scientific notation, 9 brackets
@@ -79,6 +80,9 @@ CASES = [
     case(3, "5", "Answer: 5 apples and 6 oranges", False),
     case(3, "5", "Answer: The value is $5$. Also $6$ works.", False),
     case(3, "3", "Answer: Jane started about 3 hours ago.", False),
+    case(3, "3", "Subproblem 0: 2 bushels.\n\n**Final answer for Subproblem 1:** 3 bushels", True),
+    case(3, "2", "Subproblem 0: 2 bushels.\n\n**Final answer for Subproblem 1:** 3 bushels", False),
+    case(3, "2", "Answer to part (a): 2\n\nAnswer to part (b): 3", False),  # the last marker's part
     # -- 4: units and currency --------------------------------------------------------------------
     case(4, "1000.99", "\\boxed{1,000.99\u20ac}", True),
     case(4, "1000.99", "\\boxed{\u00a31,000.99}", True),
@@ -127,6 +131,14 @@ CASES = [
     case(6, "(1, 2), (3, 4)", r"\boxed{(1, 2), (3, 5)}", False),
     case(6, "(2,251,252)", r"\boxed{(2, 251, 252)}", True),  # a tuple, not the thousands groups of 2251252
     case(6, "(2,251,252)", r"\boxed{2251252}", False),
+    case(6, r"x_{0} \cos (\omega t)+\dot{x}_{0} \sin (\omega t) / \omega",
+         r"\boxed{x(t) = x_0 \cos(\omega t) + \frac{\dot{x}_0}{\omega} \sin(\omega t)}", True),
+    case(6, r"x_{0} \cos (\omega t)+\dot{x}_{0} \sin (\omega t) / \omega",
+         r"\boxed{x(t) = x_0 \cos(\omega t) + \frac{x_0}{\omega} \sin(\omega t)}", False),  # \dot{x} is not x
+    case(6, r"\dot{x}_0", r"\boxed{\ddot{x}_0}", False),
+    case(6, r"\frac{1}{4-\omega^{2}}", r"\boxed{A = \frac{1}{4 - \omega^2}, \quad \text{for } \omega^2 \neq 4}", True),
+    case(6, r"\frac{1}{4-\omega^{2}}", r"\boxed{A = \frac{1}{4 - \omega^2}, \quad \text{for } \omega^2 > 4}", False),
+    case(6, r"\frac{1}{4-\omega^{2}}", r"\boxed{A = \frac{1}{4 + \omega^2}, \quad \text{for } \omega^2 \neq 4}", False),
     # -- 7: golds that are rounded decimals -------------------------------------------------------
     case(7, "33.3", r"\boxed{\frac{100}{3}}", True),
     case(7, "4.123105625617661", r"\boxed{\sqrt{17}}", True),
@@ -191,6 +203,28 @@ CASES = [
     case(10, "20", WORK + r"Therefore, the sum \(a + b + c = 11 + 9 + 0 = 20\).", True),
     case(10, "20", WORK + r"Therefore, the sum \(a + b + c = 11 + 9 + 1 = 20\).", False),  # a false chain
     case(10, "3", WORK + "**Step 3**", False),
+    case(10, "45", WORK + "And since the tangent of 45 degrees is 1, the angle is indeed 45 degrees.", True),
+    case(10, "45", WORK + "Since the angle is 45 degrees, the tangent is 1.", False),  # the main clause states 1
+    case(10, ".35625", WORK + "Therefore, 57/160 is indeed 0.35625, which is a terminating decimal.", True),
+    case(10, "12", WORK + "So x is 12, which is not allowed.", False),
+    case(10, "12", WORK + "So x is 12, which is more than the limit.", False),
+    case(10, "16", WORK + "Therefore, the number of blue marbles in the bag before adding more was 16.", True),
+    case(10, "16", WORK + "Therefore, the number of blue marbles is 16 or more.", False),
+    case(10, "4", WORK + "So, no matter which way I approach it, I end up with 4 inches per second.", True),
+    case(10, "4", WORK + "So the speed is no more than 4 inches per second.", False),
+    case(10, "8", WORK + "I consistently arrived at 8 meals. So, I'm confident that's the correct answer.", True),
+    case(10, "78", WORK + "Profit: $93 - $15 = $78.\n\nEverything seems to add up correctly.", True),
+    case(10, "78", WORK + "Profit: $93 - $15 = $78.\n\nLet me add up the costs again.", False),
+    case(10, "22", WORK + "So the product is 22. The step-by-step expansion confirms the result.", True),
+    case(10, "3", WORK + "The remainder is 3.\n\nThis problem demonstrates the use of modular arithmetic.", True),
+    case(10, "3", WORK + "The remainder is 3.\n\nBut this contradicts the second condition.", False),
+    case(10, "35.06", WORK + "14.01 g/mol + 5.05 g/mol + 16.00 g/mol = **35.06 g/mol**", True),
+    case(10, "5", WORK + "x = **5 times**", False),  # a hedge word is no unit
+    case(10, "2", WORK + "In conclusion, we have confirmed that:\n\n$$\\tan A = 2$$", True),
+    case(10, "2", WORK + "Therefore:\n\n$$x <= 2$$", False),
+    case(10, "2", WORK + "Thus, approximately:\n\n$$x = 2$$", False),
+    case(10, "45", WORK + "Then we divide both sides by 2:\n\n$$x = 45$$", False),  # a step, not a conclusion
+    case(10, "11", WORK + "Therefore:\n\n$$3 \\times 4 = 11$$", False),  # a false equation
     # -- 11: a choice letter with its option text -------------------------------------------------
     case(11, "H", r"\boxed{(H) \frac{3}{8}}", True),
     case(11, "H", r"\boxed{\text{(H) } \frac{3}{8}}", True),
@@ -242,6 +276,8 @@ def test_closing_sentence_only_from_a_response_that_ended():
     finished, boxed = WORK + "The remainder is 1.", WORK + r"so the remainder is $\boxed{1}$."
     assert score(finished, "1").acc and not score(finished, "1", truncated=True).acc
     assert score(boxed, "1", truncated=True).acc  # a marker is read whether or not the response was cut
+    display = WORK + "In conclusion:\n\n$$x = 2$$"  # a closing display, like a closing sentence
+    assert score(display, "2").acc and not score(display, "2", truncated=True).acc
     results = score_batch([finished, finished, boxed], ["1", "1", "1"], truncated=[False, True, True], workers=1)
     assert [r.acc for r in results] == [True, False, True]
     with pytest.raises(ValueError, match="one truncated flag per response"):

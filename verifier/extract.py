@@ -15,12 +15,12 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
    box means no answer.
 2. Boxes separated only by connectives are one answer (a box group), contents joined with ", " (a repeat
    counts once), at most MAX_GROUP boxes; a blank line or any other word ends a group.
-3. An `Answer:` line (any case, markdown bold allowed) reads the rest of its line, else the next non-empty
-   one, or a display block opened after it, cut at a chat-template token, "I hope it is correct" or "Note:".
+3. An `Answer:` line (any case, bold allowed, or `Answer for part (b):`) reads the rest of its line, else the next
+   non-empty one or a display block opened after it, cut at a chat-template token, "I hope it is correct" or "Note:".
 4. Prose on an Answer line counts only as one hedge-free sentence naming one value (or an and/or list).
 5. A JSON answer field (`"answer": "13"`, `"final_answer": 13`) is a marker, like an `Answer:` line.
-6. With no marker, a finished solution (not cut at the length limit, ending in a full stop after MIN_SOLUTION_CHARS)
-   answers with its last sentence if it states one value after is/=, hedge-free, or with a last line of one bold value.
+6. With no marker, a finished solution (not cut at the length limit, after MIN_SOLUTION_CHARS) answers with its last
+   sentence if it states one value hedge-free, a last line of one bold value, or a display after a concluding colon.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ MIN_SOLUTION_CHARS = 100  # working before a closing sentence (choice 6): one se
 MAX_SENTENCE = 400  # characters of a closing sentence (choice 6); a longer one is not read
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
-_ANSWER_RE = re.compile(r"(?<![A-Za-z])answer\s*(?:\*{1,2}|_{1,2})?\s*:", re.IGNORECASE)  # **Answer**:
+_ANSWER_RE = re.compile(r"(?<![A-Za-z])answer(?:\s+(?:for|to)\s+(?:sub)?(?:problem|part|question)\s*\(?\w{1,3}\)?)?"
+                        r"\s*(?:\*{1,2}|_{1,2})?\s*:", re.IGNORECASE)  # **Answer**:, Answer for part (b):
 
 
 def group_end(text: str, start: int) -> int:
@@ -122,11 +123,14 @@ _NUMBER_RE = re.compile(r"(?<![\w.,\\])[-+]?[$\u20ac\u00a3\u00a5]?\d+(?:,\d{3})*
                         r"(?![\w.,]?\d)(?![a-zA-Z])")
 _COPULA_RE = re.compile(r"(?<![A-Za-z'])(?:is|are|was|were|be|equals?|it's)(?![A-Za-z'])|(?<![<>!=])=(?!=)")
 _HEDGES = {"no", "nor", "either", "neither", "approximately", "approx", "about", "around",
-           "roughly", "nearly", "almost", "close", "between", "least", "most", "than", "more",
-           "less", "fewer", "maybe", "perhaps", "possibly", "probably", "might", "wrong",
+           "roughly", "nearly", "almost", "close", "between", "least", "most", "than", "maybe",
+           "perhaps", "possibly", "probably", "might", "wrong",
            "incorrect", "unless", "except", "if", "but", "assuming", "estimate", "estimated",
            "twice", "half", "double", "triple", "times", "cannot", "isn't", "aren't", "impossible"}
-_OPERATIONS = {"root", "sum", "product", "difference", "ratio"}  # hedges after the copula only: "the sum is 12"
+# hedges after the copula only: "the sum is 12", "the number of marbles before adding more was 16"
+_OPERATIONS = {"root", "sum", "product", "difference", "ratio", "more", "less", "fewer"}
+_PREMISE_RE = re.compile(r"(?i)^\W*(?:and\s+|so\s+)?(?:since|because)\b[^,]{1,200},")  # "Since tan 45 is 1, ..."
+_RELATIVE_RE = re.compile(r",\s*which\b")  # "..., which is a terminating decimal"
 _SUBJECT_TAIL_RE = re.compile(r"\s*(?:the|our|my|a)?\s*(?:final\s+|correct\s+|right\s+)?"
                               r"(?:answer|solution|result|value)(?:\s+set)?s?\W*$", re.IGNORECASE)
 
@@ -179,10 +183,19 @@ def _sentence_values(masked: str, line: str) -> list[str] | None:
     end = stop.start() if stop else len(line)
     if _values(masked, line, end, len(line)):
         return None  # "The value is $5$. Also $6$ works.": a later sentence names another value
-    copulas = list(_COPULA_RE.finditer(masked, 0, end))
-    values = _values(masked, line, 0, end)
+    if _HEDGES & set(_words(re.sub(r"(?i)\bno matter\b", " ", masked[:end]))):
+        return None  # "no matter which way I approach it" is no negation
+    premise = _PREMISE_RE.match(masked[:end])
+    start = premise.end() if premise else 0  # a premise's values do not compete with the main clause's
+    relative = _RELATIVE_RE.search(masked, start, end)
+    if relative and not _values(masked, line, relative.start(), end):
+        if ({"not"} | _OPERATIONS) & set(_words(masked[relative.start() : end])):
+            return None  # "..., which is not reduced"
+        end = relative.start()  # a relative clause naming no value describes the value
+    copulas = list(_COPULA_RE.finditer(masked, start, end))
+    values = _values(masked, line, start, end)
     after_copula = masked[copulas[-1].end() if copulas else values[0][0] if values else 0 : end]  # the sum $a + b = 5$
-    if _HEDGES & set(_words(masked[:end])) or _OPERATIONS & set(_words(after_copula)):
+    if _OPERATIONS & set(_words(after_copula)):
         return None
     if not copulas:  # "We find that $x < 3$", "Jane started 3 hours ago"
         return [values[0][2]] if len(values) == 1 and "not" not in _words(masked[:end]) else None
@@ -193,7 +206,7 @@ def _sentence_values(masked: str, line: str) -> list[str] | None:
             and "not" not in _words(masked[last.end() : end]) and len(_words(masked[last.end() : tail[0][0]])) <= 4
             and all(re.fullmatch(r"[\s,;]*(?:and|or)?[\s,;]*", j) for j in joins)):
         return [v[2] for v in tail]  # "... is 34", "... are $1$ and $2$"
-    head = _values(masked, line, 0, copulas[0].start())
+    head = _values(masked, line, start, copulas[0].start())
     if not tail and len(head) == 1 and _SUBJECT_TAIL_RE.match(masked[last.end() : end]):
         return [head[0][2]]  # "$x \\ge 5$ is the solution"
     return None
@@ -232,12 +245,17 @@ def last_answer_line(text: str) -> tuple[int, str] | None:
 
 _JSON_ANSWER_RE = re.compile(r'"(?:final_?)?answer"\s*:\s*("(?:[^"\\\n]|\\.){1,500}"|[-+]?\d[\d.,/]*)', re.IGNORECASE)
 _BOLD_LINE_RE = re.compile(r"(.*?)\*\*([^*\n]{1,200})\*\*[.!]?")
-_STATING_RE = re.compile(r"(?i)\b(?:has|have|had|contains?|takes?|needs?|gives?|yields?|saved?|end up with"
+_UNIT_WORD_RE = re.compile(r"\s+[A-Za-z]{1,6}(?:/[A-Za-z]{1,6})?$")  # **35.06 g/mol**: a value and its unit
+_CONCLUDING_RE = re.compile(r"(?i)\b(?:therefore|thus|hence|in conclusion|finally|final|answer|result)\b")
+_DISPLAY_END_RE = re.compile(r":[ \t]*\n\s*(?:\$\$|\\\[)([^$\n]{1,200}?)(?:\$\$|\\\])\s*$")  # that:\n$$\tan A = 2$$
+_STATING_RE = re.compile(r"(?i)\b(?:has|have|had|contains?|takes?|needs?|gives?|yields?|saved?|end up with|arrived? at"
                          r"|(?:de|in)creases? by)\b")  # "Hillary has 7 nickels": one value, stated by a verb
 _END_TOKEN_RE = re.compile(r"(?:\s*<\|[a-z_]{1,30}\|>)+\s*$")  # <|end_of_solution|>
 _REMARK_RE = re.compile(r"(?i)\b(?:that'?s|that is|this is)\s+(?:it|(?:the|my)\s+(?:final\s+|right\s+|correct\s+)?"
                         r"answer)\b|\bI'?m confident\b|\bchecks out\b|\bmakes sense\b|\blooks good\b"
-                        r"|\blet me know\b|\bhope (?:this|it) helps\b")  # closing remarks
+                        r"|\blet me know\b|\bhope (?:this|it) helps\b|\b(?:adds|seems? to add) up\b"
+                        r"|\bconfirms? (?:the|this|my|our) (?:result|answer)\b"
+                        r"|\bthis (?:type of )?(?:problem|exercise) (?:demonstrates|illustrates|shows)\b")  # remarks
 
 
 def last_json_answer(text: str) -> tuple[int, str] | None:
@@ -267,6 +285,9 @@ def _closing_value(piece: str) -> str | None:
     bold = _BOLD_LINE_RE.fullmatch(piece)
     if bold is not None:  # "**194**", "The answer is **194**.", "m + n = 25 + 169 = **194**"
         lead, value = _MATH_RE.sub(" ", bold.group(1)), _one_value(bold.group(2))
+        unit = _UNIT_WORD_RE.search(bold.group(2))
+        if value is None and unit and unit.group(0).strip().lower() not in _HEDGES | _OPERATIONS | {"or", "and"}:
+            value = _one_value(bold.group(2)[: unit.start()])
         plain = not lead.strip() or lead.rstrip().endswith("=") or (
             _COPULA_RE.search(lead) and not _HEDGES & set(_words(lead)) and not _NUMBER_RE.search(lead))
         if value is not None:
@@ -307,6 +328,15 @@ def closing_answer(text: str) -> str | None:
     True
     """
     body = _END_TOKEN_RE.sub("", text[-MAX_BLOCK:]).rstrip()
+    display = _DISPLAY_END_RE.search(body)
+    if display is not None and len(text) - len(display.group(0)) >= MIN_SOLUTION_CHARS:
+        intro = body[body.rfind("\n", 0, display.start()) + 1 : display.start()]
+        lhs, equals, rhs = display.group(1).rpartition("=")  # "In conclusion:\n$$\tan A = 2$$" -> 2
+        named = equals and "=" not in lhs and not lhs.rstrip().endswith(("<", ">", "!"))  # not x <= 2
+        named = named and re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", lhs))  # 3 \times 4 = 11: unchecked
+        one = rhs.strip() if named else display.group(1).strip()
+        concludes = _CONCLUDING_RE.search(intro) and not _HEDGES & set(_words(intro + " " + lhs))
+        return one if concludes and _NUMBER_RE.fullmatch(one) else None
     pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body) if p.strip()]
     offset = max(0, len(text) - MAX_BLOCK)
     for k, piece in enumerate(reversed(pieces[-3:])):

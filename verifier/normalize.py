@@ -18,6 +18,7 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 7. A whole answer in scientific notation (`2.55e-10`) is `2.55 \times 10^{-10}`; `\left[ \right]` and `\left\{ \right\}`
    around one value inside an expression are parentheses (brackets_as_parentheses).
 8. A `\text{}` word next to `=` is a name, not a unit: `\text{SRMC} = \text{LRMC}` is the equation SRMC = LRMC.
+9. A closing exclusion (`\text{for } \omega^2 \neq 4`) states where the answer is defined, not a second value.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ _INEQ = r"(?:<=?|>=?|\\l[et]q?|\\g[et]q?)"
 _RANGE_RE = re.compile(rf"^([^<>=\\]*?)\s*({_INEQ})\s*([a-zA-Z])\s*\(\s*[a-zA-Z]\s*\)\s*({_INEQ})\s*([^<>=]*)$")
 _REPLACEMENTS = [  # (pattern, replacement, only with a backslash in the answer), in order
     (re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])"), "", True),  # nested boxes: keep the group
+    (re.compile(r",?\s*(?:\\q?quad\s*)?\\text\s*\{\s*(?:for|where|when)\s*\}[^,]{1,60}?\\neq?(?![a-zA-Z])[^,]{1,40}$"),
+     "", True),  # choice 9: A = \frac{1}{4 - \omega^2}, \text{for } \omega^2 \neq 4
     (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)(?![a-zA-Z])\s*\.?"), "", True),
     (re.compile(r"\\(?:displaystyle|textstyle)(?![a-zA-Z])"), "", True),
     (re.compile(r"\\odot(?![a-zA-Z])"), "odot", True),  # L_{\odot}: the sun's, a name
