@@ -142,7 +142,8 @@ def sample_shard(engine, tokenizer, problems: list[Problem], indices: list[int],
 def score_records(records: list[dict], timeout_s: float = 2.0, workers: int | None = None) -> list[dict]:
     """Records with the verifier's extracted answer, verdict and timeout flag (reward.py's `verify` mode, choice 6)."""
     results = reward.score_batch([r["response"] for r in records], [r["answer"] for r in records],
-                                 timeout_s=timeout_s, workers=workers, mode="verify")
+                                 timeout_s=timeout_s, workers=workers, mode="verify",
+                                 truncated=[bool(r.get("truncated", False)) for r in records])
     return [{**r, "pred": res.pred, "acc": res.acc, "timeout": res.timeout} for r, res in zip(records, results)]
 
 

@@ -1,7 +1,7 @@
 r"""Reward: +1.0 if a response's final answer equals the gold, else -1.0, in one of two modes.
 
-    score(response, gold, mode="verify")            -> RewardResult(acc, score, pred, timeout)
-    score_batch(responses, golds, *, timeout_s=2.0, workers=None, mode="verify")
+    score(response, gold, mode="verify", truncated=False) -> RewardResult(acc, score, pred, timeout)
+    score_batch(responses, golds, *, timeout_s=2.0, workers=None, mode="verify", truncated=None)
                                                     -> list[RewardResult]     # time-bounded
     overlong_penalty(len, max_len, buffer_len, factor) -> float in [-factor, 0]   # DAPO shaping
 
@@ -34,8 +34,8 @@ Of the choices below, 1-7 are mode="verify"'s (5-7 its departures from verl's DA
 Math-Verify 0.9.0) and 8 holds in both modes.
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
-1. The final answer (verifier/extract.py) is the last box group or `Answer:` line, whichever comes last,
-   in the last TAIL_CHARS characters; no marker, or an unclosed final box, means no answer.
+1. The final answer (verifier/extract.py) is the last box group, `Answer:` line or JSON field, whichever comes
+   last, in the last TAIL_CHARS characters; else a finished solution's closing sentence; else no answer.
 2. Integer golds: the prediction must be a number literal equal to the gold once formatting is stripped
    (verifier/normalize.py); an unevaluated expression such as `10^3` is incorrect.
 3. Other golds: exact mathematical equality (verifier/equal.py), with no numeric tolerance besides a rounded
@@ -76,10 +76,11 @@ def _result(acc: bool, pred: str | None, timeout: bool = False) -> RewardResult:
     return RewardResult(acc=acc, score=1.0 if acc else -1.0, pred=pred, timeout=timeout)
 
 
-def score_verify(response: str, ground_truth: str) -> RewardResult:
-    """mode="verify": the reward of one response (choices 1-4), in this process. Never raises."""
+def score_verify(response: str, ground_truth: str, truncated: bool = False) -> RewardResult:
+    """mode="verify": the reward of one response (choices 1-4), in this process; a truncated response
+    (cut at the length limit) is never read from its closing sentence. Never raises."""
     try:
-        pred = extract_answer(response)
+        pred = extract_answer(response, truncated)
         if pred is None:
             return _result(False, None)
         return _result(verdict(pred, ground_truth), pred)
@@ -109,18 +110,21 @@ def _check_mode(mode: str) -> None:
                          f"got {mode!r}")
 
 
-def score(response: str, ground_truth: str, mode: str = "verify") -> RewardResult:
+def score(response: str, ground_truth: str, mode: str = "verify", truncated: bool = False) -> RewardResult:
     """The reward of one response, in this process (verify mode: no timeout; use score_batch
-    for untrusted text at scale). Never raises on its inputs; raises ValueError on a bad mode."""
+    for untrusted text at scale); truncated: the response hit the length limit (rollout.Rollout.truncated).
+    Never raises on its inputs; raises ValueError on a bad mode."""
     _check_mode(mode)
     if mode == "dapo":
         return score_dapo(response, ground_truth)
-    return score_verify(response, ground_truth)
+    return score_verify(response, ground_truth, truncated)
 
 
 def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: float = 2.0,
-                workers: int | None = None, mode: str = "verify") -> list[RewardResult]:
-    """score() for each pair. mode="dapo" is string work on 300 characters: it runs here.
+                workers: int | None = None, mode: str = "verify",
+                truncated: list[bool] | None = None) -> list[RewardResult]:
+    """score() for each pair (truncated: one flag per response, default none truncated). mode="dapo"
+    is string work on 300 characters: it runs here.
 
     mode="verify": extraction and the integer/text paths run here (string work on a capped
     tail); the rest goes to verifier/pool.py's `workers` processes (default min(4, CPUs)), each
@@ -131,14 +135,18 @@ def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: fl
     if len(responses) != len(ground_truths):
         raise ValueError(f"score_batch needs one ground truth per response, got "
                          f"{len(responses)} responses and {len(ground_truths)} ground truths")
+    if truncated is not None and len(truncated) != len(responses):
+        raise ValueError(f"score_batch needs one truncated flag per response, got {len(truncated)} flags "
+                         f"for {len(responses)} responses")
     if mode == "dapo":
         return [score_dapo(r, g) for r, g in zip(responses, ground_truths)]
+    cut = truncated or [False] * len(responses)
     results: list[RewardResult | None] = [None] * len(responses)
     preds: list[str | None] = [None] * len(responses)
     jobs: dict[int, tuple[str, str]] = {}
     for i, (response, gold) in enumerate(zip(responses, ground_truths)):
         try:
-            preds[i], gold = extract_answer(response), gold_text(gold)
+            preds[i], gold = extract_answer(response, cut[i]), gold_text(gold)
             fast = None if preds[i] is None else fast_verdict(preds[i], gold)
         except Exception:  # noqa: BLE001 - a non-string input is an incorrect answer
             preds[i], fast = None, False

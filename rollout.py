@@ -204,7 +204,7 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
         texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)
         answers = [p.answer for p in group for _ in range(G)]
         results = reward.score_batch(texts, answers, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers,
-                                     mode=cfg.reward.mode)
+                                     mode=cfg.reward.mode, truncated=out.truncated)
         penalty = [overlong(len(ids), cfg) for ids in out.response_ids]
         shaped = [r.score + p for r, p in zip(results, penalty)]
         times["rollout"] += t1 - t0

@@ -206,6 +206,12 @@ ADVERSARIAL = [
     ("many-named-groups", r"\boxed{" + "p=1,q=2;" * 200 + "}", r"(1, 2)"),
     ("unspaced-or-list", r"\boxed{" + "1or" * 600 + "}", "1"),
     ("nested-sums", r"\boxed{" + r"\sum_{k=\sum_{j=0}^{1} j}^{n}" * 15 + "k}", r"\sum_{k=0}^{n} k"),
+    ("json-answer-flood", '"answer": "' * 5000, "1"),
+    ("closing-sentence-flood", "x = 1 = " * 3000 + "2.", "2"),
+    ("closing-remark-flood", "The total is 2. " + "I think that's the answer. " * 3000, "2"),
+    ("left-bracket-nest", r"\boxed{" + r"\left[" * 500 + "1" + r"\right]" * 500 + "}", "2"),
+    ("scientific-huge-exponent", r"\boxed{1e999}", r"\frac12"),
+    ("true-chain-of-400-sides", r"\boxed{" + "=".join(["2+2"] * 400) + "=4}", r"\frac12"),
 ]
 
 

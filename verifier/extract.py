@@ -1,9 +1,10 @@
 r"""The final answer of a response, for reward.py's verify mode (string work only).
 
-    extract_answer(response) -> str | None
+    extract_answer(response, truncated=False) -> str | None
 
-The final answer is the last box group or the last `Answer:` line, whichever starts last; no
-marker at all means no answer (the last number in the text is never taken). Only the last
+The final answer is the last box group, `Answer:` line or JSON answer field, whichever starts
+last. With no marker at all, only the closing sentence of a finished solution can answer (choice 6);
+otherwise there is no answer (the last number in the text is never taken). Only the last
 TAIL_CHARS characters are scanned, every step is a bounded number of linear passes over them,
 and nothing here parses mathematics: verifier/verdict.py decides on what this returns.
 
@@ -14,22 +15,29 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
    box means no answer.
 2. Boxes separated only by connectives are one answer (a box group), contents joined with ", " (a repeat
    counts once), at most MAX_GROUP boxes; a blank line or any other word ends a group.
-3. An `Answer:` line (any case, markdown bold allowed) reads the rest of its line, else the next non-empty
-   one, or a display block opened after it, cut at a chat-template token, "I hope it is correct" or "Note:".
+3. An `Answer:` line (any case, bold allowed, or `Answer for part (b):`) reads the rest of its line, else the next
+   non-empty one or a display block opened after it, cut at a chat-template token, "I hope it is correct" or "Note:".
 4. Prose on an Answer line counts only as one hedge-free sentence naming one value (or an and/or list).
+5. A JSON answer field (`"answer": "13"`, `"final_answer": 13`) is a marker, like an `Answer:` line.
+6. With no marker, a finished solution (not cut at the length limit, after MIN_SOLUTION_CHARS) answers with its last
+   sentence if it states one value hedge-free, a last line of one bold value, or a display after a concluding colon.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 TAIL_CHARS = 8192  # only the end of a response is scanned for the final answer
 MAX_GROUP = 8  # boxes joined into one answer (choice 2); a longer chain keeps its last 8
 MAX_GAP = 80  # characters between two boxes of one group
 MAX_BLOCK = 2000  # characters of a display block read after `Answer:` (choice 3)
+MIN_SOLUTION_CHARS = 100  # working before a closing sentence (choice 6): one sentence alone is no solution
+MAX_SENTENCE = 400  # characters of a closing sentence (choice 6); a longer one is not read
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
-_ANSWER_RE = re.compile(r"(?<![A-Za-z])answer\s*(?:\*{1,2}|_{1,2})?\s*:", re.IGNORECASE)  # **Answer**:
+_ANSWER_RE = re.compile(r"(?<![A-Za-z])answer(?:\s+(?:for|to)\s+(?:sub)?(?:problem|part|question)\s*\(?\w{1,3}\)?)?"
+                        r"\s*(?:\*{1,2}|_{1,2})?\s*:", re.IGNORECASE)  # **Answer**:, Answer for part (b):
 
 
 def group_end(text: str, start: int) -> int:
@@ -115,13 +123,16 @@ _NUMBER_RE = re.compile(r"(?<![\w.,\\])[-+]?[$\u20ac\u00a3\u00a5]?\d+(?:,\d{3})*
                         r"(?![\w.,]?\d)(?![a-zA-Z])")
 _COPULA_RE = re.compile(r"(?<![A-Za-z'])(?:is|are|was|were|be|equals?|it's)(?![A-Za-z'])|(?<![<>!=])=(?!=)")
 _HEDGES = {"no", "nor", "either", "neither", "approximately", "approx", "about", "around",
-           "roughly", "nearly", "almost", "close", "between", "least", "most", "than", "more",
-           "less", "fewer", "maybe", "perhaps", "possibly", "probably", "might", "wrong",
+           "roughly", "nearly", "almost", "close", "between", "least", "most", "than", "maybe",
+           "perhaps", "possibly", "probably", "might", "wrong",
            "incorrect", "unless", "except", "if", "but", "assuming", "estimate", "estimated",
-           "twice", "half", "double", "triple", "times", "root", "sum", "product", "difference",
-           "ratio", "cannot", "isn't", "aren't", "impossible"}  # "not" and "or": see choice 4
-_SUBJECT_TAIL_RE = re.compile(r"\s*(?:the|our|my|a)?\s*(?:final\s+)?(?:answer|solution|result|value)"
-                              r"(?:\s+set)?s?\W*$", re.IGNORECASE)
+           "twice", "half", "double", "triple", "times", "cannot", "isn't", "aren't", "impossible"}
+# hedges after the copula only: "the sum is 12", "the number of marbles before adding more was 16"
+_OPERATIONS = {"root", "sum", "product", "difference", "ratio", "more", "less", "fewer"}
+_PREMISE_RE = re.compile(r"(?i)^\W*(?:and\s+|so\s+)?(?:since|because)\b[^,]{1,200},")  # "Since tan 45 is 1, ..."
+_RELATIVE_RE = re.compile(r",\s*which\b")  # "..., which is a terminating decimal"
+_SUBJECT_TAIL_RE = re.compile(r"\s*(?:the|our|my|a)?\s*(?:final\s+|correct\s+|right\s+)?"
+                              r"(?:answer|solution|result|value)(?:\s+set)?s?\W*$", re.IGNORECASE)
 
 
 def _values(masked: str, line: str, lo: int, hi: int) -> list[tuple[int, int, str]]:
@@ -136,13 +147,14 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z']+", re.sub(r"\\[A-Za-z]+", " ", text))]
 
 
-def _competing(masked: str, line: str, copulas: list, end: int) -> bool:
-    """Choice 4: a value stated right after an earlier copula ("is 10 which is 12") competes with
-    the last one; "is not 10" or "be in the domain of $f(x)$" does not."""
+def _competing(masked: str, line: str, copulas: list, end: int, final: str) -> bool:
+    """Choice 4: a value other than the final one, stated right after an earlier copula ("is 10
+    which is 12"), competes with it; "is not 10", "there are 9 ..., so the answer is 9" or "be in
+    the domain of $f(x)$" does not."""
     bounds = [c.end() for c in copulas] + [end]
     for lo, hi in zip(bounds[:-2], bounds[1:-1]):
         first = next(iter(_values(masked, line, lo, hi)), None)
-        if first is not None and not _words(masked[lo : first[0]]):
+        if first is not None and not _words(masked[lo : first[0]]) and first[2] != final:
             return True
     return False
 
@@ -160,34 +172,57 @@ def sentence_answer(line: str) -> str:
     masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), line)
     if len([w for w in _words(masked) if w not in ("and", "or")]) < 2:
         return line  # no prose: the line as written
+    values = _sentence_values(masked, line)
+    return line if values is None else ", ".join(values)
+
+
+def _sentence_values(masked: str, line: str) -> list[str] | None:
+    """Choice 4: the values the first sentence of a prose line states, or None if it states none
+    or hedges (masked: the line with its math spans hidden)."""
     stop = re.search(r"[.!?](?=\s+[A-Z])", masked)
     end = stop.start() if stop else len(line)
     if _values(masked, line, end, len(line)):
-        return line  # "The value is $5$. Also $6$ works.": a later sentence names another value
-    if _HEDGES & set(_words(masked[:end])):
-        return line
-    copulas = list(_COPULA_RE.finditer(masked, 0, end))
+        return None  # "The value is $5$. Also $6$ works.": a later sentence names another value
+    if _HEDGES & set(_words(re.sub(r"(?i)\bno matter\b", " ", masked[:end]))):
+        return None  # "no matter which way I approach it" is no negation
+    premise = _PREMISE_RE.match(masked[:end])
+    start = premise.end() if premise else 0  # a premise's values do not compete with the main clause's
+    relative = _RELATIVE_RE.search(masked, start, end)
+    if relative and not _values(masked, line, relative.start(), end):
+        if ({"not"} | _OPERATIONS) & set(_words(masked[relative.start() : end])):
+            return None  # "..., which is not reduced"
+        end = relative.start()  # a relative clause naming no value describes the value
+    copulas = list(_COPULA_RE.finditer(masked, start, end))
+    values = _values(masked, line, start, end)
+    after_copula = masked[copulas[-1].end() if copulas else values[0][0] if values else 0 : end]  # the sum $a + b = 5$
+    if _OPERATIONS & set(_words(after_copula)):
+        return None
     if not copulas:  # "We find that $x < 3$", "Jane started 3 hours ago"
-        values = _values(masked, line, 0, end)
-        return values[0][2] if len(values) == 1 and "not" not in _words(masked[:end]) else line
+        return [values[0][2]] if len(values) == 1 and "not" not in _words(masked[:end]) else None
     last = copulas[-1]
     tail = _values(masked, line, last.end(), end)
     joins = [masked[a[1] : b[0]] for a, b in zip(tail, tail[1:])]
-    if (tail and not _competing(masked, line, copulas, end) and "not" not in _words(masked[last.end() : end])
-            and len(_words(masked[last.end() : tail[0][0]])) <= 4
+    if (tail and not _competing(masked, line, copulas, end, tail[-1][2])
+            and "not" not in _words(masked[last.end() : end]) and len(_words(masked[last.end() : tail[0][0]])) <= 4
             and all(re.fullmatch(r"[\s,;]*(?:and|or)?[\s,;]*", j) for j in joins)):
-        return ", ".join(v[2] for v in tail)  # "... is 34", "... are $1$ and $2$"
-    head = _values(masked, line, 0, copulas[0].start())
+        return [v[2] for v in tail]  # "... is 34", "... are $1$ and $2$"
+    head = _values(masked, line, start, copulas[0].start())
     if not tail and len(head) == 1 and _SUBJECT_TAIL_RE.match(masked[last.end() : end]):
-        return head[0][2]  # "$x \\ge 5$ is the solution"
-    return line
+        return [head[0][2]]  # "$x \\ge 5$ is the solution"
+    return None
+
+
+def last_match(pattern: re.Pattern, text: str) -> re.Match | None:
+    """The last match of pattern in text, or None. Linear."""
+    last = None
+    for match in pattern.finditer(text):
+        last = match
+    return last
 
 
 def last_answer_line(text: str) -> tuple[int, str] | None:
     """(start, answer) of the last `Answer:` marker (choices 3 and 4)."""
-    last = None
-    for match in _ANSWER_RE.finditer(text):
-        last = match
+    last = last_match(_ANSWER_RE, text)
     if last is None:
         return None
     after = text[last.end() :]
@@ -204,13 +239,126 @@ def last_answer_line(text: str) -> tuple[int, str] | None:
     return last.start(), sentence_answer(rest)
 
 
-def extract_answer(response: str) -> str | None:
-    """Choice 1. Returns the final answer text, or None if the response gives none."""
-    tail = response[-TAIL_CHARS:]
-    box, line = last_box_group(tail), last_answer_line(tail)
-    candidates = [c for c in (box, line) if c is not None]
-    if not candidates:
+# ----------------------------------------------------------------------------------------------
+# A JSON answer field (choice 5) and the closing sentence of a finished solution (choice 6)
+# ----------------------------------------------------------------------------------------------
+
+_JSON_ANSWER_RE = re.compile(r'"(?:final_?)?answer"\s*:\s*("(?:[^"\\\n]|\\.){1,500}"|[-+]?\d[\d.,/]*)', re.IGNORECASE)
+_BOLD_LINE_RE = re.compile(r"(.*?)\*\*([^*\n]{1,200})\*\*[.!]?")
+_UNIT_WORD_RE = re.compile(r"\s+[A-Za-z]{1,6}(?:/[A-Za-z]{1,6})?$")  # **35.06 g/mol**: a value and its unit
+_CONCLUDING_RE = re.compile(r"(?i)\b(?:therefore|thus|hence|in conclusion|finally|final|answer|result)\b")
+_DISPLAY_END_RE = re.compile(r":[ \t]*\n\s*(?:\$\$|\\\[)([^$\n]{1,200}?)(?:\$\$|\\\])\s*$")  # that:\n$$\tan A = 2$$
+_STATING_RE = re.compile(r"(?i)\b(?:has|have|had|contains?|takes?|needs?|gives?|yields?|saved?|end up with|arrived? at"
+                         r"|(?:de|in)creases? by)\b")  # "Hillary has 7 nickels": one value, stated by a verb
+_END_TOKEN_RE = re.compile(r"(?:\s*<\|[a-z_]{1,30}\|>)+\s*$")  # <|end_of_solution|>
+_REMARK_RE = re.compile(r"(?i)\b(?:that'?s|that is|this is)\s+(?:it|(?:the|my)\s+(?:final\s+|right\s+|correct\s+)?"
+                        r"answer)\b|\bI'?m confident\b|\bchecks out\b|\bmakes sense\b|\blooks good\b"
+                        r"|\blet me know\b|\bhope (?:this|it) helps\b|\b(?:adds|seems? to add) up\b"
+                        r"|\bconfirms? (?:the|this|my|our) (?:result|answer)\b"
+                        r"|\bthis (?:type of )?(?:problem|exercise) (?:demonstrates|illustrates|shows)\b")  # remarks
+
+
+def last_json_answer(text: str) -> tuple[int, str] | None:
+    """(start, answer) of the last `"answer": ...` field (choice 5); a string value is read as JSON."""
+    last = last_match(_JSON_ANSWER_RE, text)
+    if last is None:
         return None
+    value = last.group(1)
+    try:
+        value = json.loads(value) if value.startswith('"') else value
+    except ValueError:
+        return None
+    return last.start(), sentence_answer(str(value).strip())
+
+
+def _one_value(text: str) -> str | None:
+    """The text itself if it is one value: a number or one math span ($..$, \\(..\\))."""
+    text = text.strip()
+    if _NUMBER_RE.fullmatch(text):
+        return text
+    span = _MATH_RE.fullmatch(text)
+    return next(g for g in span.groups() if g is not None) if span else None
+
+
+def _closing_value(piece: str) -> str | None:
+    """Choice 6: the one value a closing sentence or line states, or None."""
+    bold = _BOLD_LINE_RE.fullmatch(piece)
+    if bold is not None:  # "**194**", "The answer is **194**.", "m + n = 25 + 169 = **194**"
+        lead, value = _MATH_RE.sub(" ", bold.group(1)), _one_value(bold.group(2))
+        unit = _UNIT_WORD_RE.search(bold.group(2))
+        if value is None and unit and unit.group(0).strip().lower() not in _HEDGES | _OPERATIONS | {"or", "and"}:
+            value = _one_value(bold.group(2)[: unit.start()])
+        plain = not lead.strip() or lead.rstrip().endswith("=") or (
+            _COPULA_RE.search(lead) and not _HEDGES & set(_words(lead)) and not _NUMBER_RE.search(lead))
+        if value is not None:
+            return value if plain else None  # else a bold phrase (**4 up quarks**) is part of the sentence
+    if not piece.endswith((".", "!")):
+        return None  # a solution ends with a full stop; anything else may be cut off
+    sentence = piece[:-1]
+    masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), sentence)
+    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_RE.finditer(sentence)]
+    if not (_COPULA_RE.search(masked) or _STATING_RE.search(masked) or (len(spans) == 1 and "=" in spans[0])):
+        return None  # "Jane started 3 hours ago": no statement of a value
+    values = _sentence_values(masked, sentence)
+    word = re.search(r"(?i)\bthe (?:final )?answer is ([A-Za-z]+)$", sentence)
+    if values is None and word is not None:
+        return word.group(1)  # "So, the final answer is east."
+    if values is None or len(values) != 1:
+        return None
+    lhs, equals, rhs = values[0].rpartition("=")  # $m + n = 194$ -> 194
+    return rhs.strip() if equals and "=" not in lhs and _NUMBER_RE.fullmatch(rhs.strip()) else values[0]
+
+
+def closing_answer(text: str) -> str | None:
+    r"""Choice 6: the value the last sentence of a finished solution states, or None. Up to two
+    closing remarks that name no value ("I think that's the answer.") are passed over.
+
+    >>> work = "We reduce modulo 7 and check each residue in turn; only one of them works. " * 2
+    >>> closing_answer(work + "The remainder is 1."), closing_answer(work + "So $m + n = 194$.")
+    ('1', '194')
+    >>> closing_answer(work + "so m + n = 194."), closing_answer(work + "\n**194**")
+    ('194', '194')
+    >>> closing_answer(work + "It is 1.\n\nI think that's it."), closing_answer(work + "The answer is east.")
+    ('1', 'east')
+    >>> closing_answer(work + "It is either 3 or 5."), closing_answer(work + "The remainder is 1")
+    (None, None)
+    >>> closing_answer(work + "Hillary has 7 nickels."), closing_answer(work + "Jane started 3 hours ago.")
+    ('7', None)
+    >>> closing_answer("It is 1.") is None  # one sentence alone is no solution
+    True
+    """
+    body = _END_TOKEN_RE.sub("", text[-MAX_BLOCK:]).rstrip()
+    display = _DISPLAY_END_RE.search(body)
+    if display is not None and len(text) - len(display.group(0)) >= MIN_SOLUTION_CHARS:
+        intro = body[body.rfind("\n", 0, display.start()) + 1 : display.start()]
+        lhs, equals, rhs = display.group(1).rpartition("=")  # "In conclusion:\n$$\tan A = 2$$" -> 2
+        named = equals and "=" not in lhs and not lhs.rstrip().endswith(("<", ">", "!"))  # not x <= 2
+        named = named and re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", lhs))  # 3 \times 4 = 11: unchecked
+        one = rhs.strip() if named else display.group(1).strip()
+        concludes = _CONCLUDING_RE.search(intro) and not _HEDGES & set(_words(intro + " " + lhs))
+        return one if concludes and _NUMBER_RE.fullmatch(one) else None
+    pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body) if p.strip()]
+    offset = max(0, len(text) - MAX_BLOCK)
+    for k, piece in enumerate(reversed(pieces[-3:])):
+        if len(piece) > MAX_SENTENCE:
+            return None
+        if k < 2 and _REMARK_RE.search(piece) and not _values(piece, piece, 0, len(piece)) and "?" not in piece:
+            continue  # "I think that's the answer."
+        if offset + body.rfind(piece) < MIN_SOLUTION_CHARS:
+            return None  # one sentence alone is no solution
+        return _closing_value(piece)
+    return None
+
+
+def extract_answer(response: str, truncated: bool = False) -> str | None:
+    """Choice 1. Returns the final answer text, or None if the response gives none; a response cut
+    at the length limit (truncated) has no closing sentence (choice 6)."""
+    tail = response[-TAIL_CHARS:]
+    box, line, field = last_box_group(tail), last_answer_line(tail), last_json_answer(tail)
+    candidates = [c for c in (box, line, field) if c is not None]
+    if not candidates:
+        closing = None if truncated else closing_answer(tail)
+        return closing.strip() if closing else None
     pred = max(candidates, key=lambda c: c[0])[1]  # whichever marker comes last
     if pred is None:
         return None  # unclosed final \boxed{: the answer was cut off

@@ -15,6 +15,10 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 5. Named quantities (`AB = 4, CD = 5`) lose their names only when the other answer names nothing (drop_names).
 6. Other notation has one reading: `array` as pmatrix, `\approx` as `=`, `f(x)` as `f` in ranges and equations,
    repeating decimals as fractions.
+7. A whole answer in scientific notation (`2.55e-10`) is `2.55 \times 10^{-10}`; `\left[ \right]` and `\left\{ \right\}`
+   around one value inside an expression are parentheses (brackets_as_parentheses).
+8. A `\text{}` word next to `=` is a name, not a unit: `\text{SRMC} = \text{LRMC}` is the equation SRMC = LRMC.
+9. A closing exclusion (`\text{for } \omega^2 \neq 4`) states where the answer is defined, not a second value.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ _UNITS = (
     r"|radians?|cents?|dollars?|hours?|hrs?|minutes?|mins?|seconds?|days?|weeks?|months?"
     r"|years?|mph|kg|grams?|liters?|litres?|ml|people|students|ways|times|points|sq|square"
     r"|km/h|km/hr|kph|m/s|euros?|yuan|pounds?|yen|rupees?|percent(?:age)?|pct"
+    "|\u00c5|\u212b|\\\\AA|nm|\u00b5m|\u03bcm|[kMG]?eV"  # choice 1: 1.69 Å, 589 nm, 13.6 eV
 )
 _UNIT_TAIL_RE = re.compile(rf"(?<=[\d}}\s])\s*(?:(?:square|sq\.?|cubic)\s+)?(?:{_UNITS})"
                            r"(?:\s*\^\s*\{?[23]\}?)?\s*$")
@@ -67,8 +72,13 @@ _INEQ = r"(?:<=?|>=?|\\l[et]q?|\\g[et]q?)"
 _RANGE_RE = re.compile(rf"^([^<>=\\]*?)\s*({_INEQ})\s*([a-zA-Z])\s*\(\s*[a-zA-Z]\s*\)\s*({_INEQ})\s*([^<>=]*)$")
 _REPLACEMENTS = [  # (pattern, replacement, only with a backslash in the answer), in order
     (re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])"), "", True),  # nested boxes: keep the group
+    (re.compile(r",?\s*(?:\\q?quad\s*)?\\text\s*\{\s*(?:for|where|when)\s*\}[^,]{1,60}?\\neq?(?![a-zA-Z])[^,]{1,40}$"),
+     "", True),  # choice 9: A = \frac{1}{4 - \omega^2}, \text{for } \omega^2 \neq 4
     (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)(?![a-zA-Z])\s*\.?"), "", True),
     (re.compile(r"\\(?:displaystyle|textstyle)(?![a-zA-Z])"), "", True),
+    (re.compile(r"\\odot(?![a-zA-Z])"), "odot", True),  # L_{\odot}: the sun's, a name
+    (re.compile(r"(?<=\d)\s*\^\s*\{\s*\\(?:text|mathrm)\s*\{\s*(?:st|nd|rd|th)\s*\}\s*\}|(?<=\d)(?:st|nd|rd|th)\b"),
+     "", False),  # ordinals: 12^{\text{th}}, 12th
     (re.compile(r"\\[lr]?vert(?![a-zA-Z])"), "|", True),
     (re.compile(r"\\langle(?![a-zA-Z])"), "(", True),
     (re.compile(r"\\rangle(?![a-zA-Z])"), ")", True),
@@ -106,9 +116,10 @@ def _unwrap_text(s: str) -> tuple[str, list[str]]:
         out.append(s[pos : m.start()])
         letters = sum(ch.isalpha() for ch in content)
         min_letters = 2 if m.group(1) in _MATH_FONTS else 1
+        beside_equals = s[: m.start()].rstrip().endswith("=") or s[end:].lstrip().startswith("=")
         if content.lower() in _HEDGE_WORDS:
             out.append(",")
-        elif (letters >= min_letters and not re.search(r"[\d\\^_=]", content)
+        elif (letters >= min_letters and not re.search(r"[\d\\^_=]", content) and not beside_equals  # choice 8
               and not re.fullmatch(r"\([A-Za-z]\)", content)):  # (C) is a choice, not a unit
             out.append("\x01")
             words.append(content)
@@ -126,16 +137,48 @@ _WORD_LIST_RES = [  # choice 4, in order: 42 or 43; (11,7)or(7,11); 19, 46, and 
     (re.compile(r",\s*(?:or|and)\s+"), ", "),
     (re.compile(r",\s*(?:,\s*)+"), ", "),
 ]
-_UNIT_MARK_RE = re.compile(r"\x01(?:\s*\^\s*\{?[23]\}?)?")
+_UNIT_MARK_RE = re.compile(r"\x01(?:\s*\^\s*\{?-?[1-4]\}?)?")  # m^2, yr^{-1}
 _SPACES_RE = re.compile(r"\s+")
+
+
+_SCIENTIFIC_RE = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)[eE]([+-]?\d{1,3})\s*")  # choice 7: 2.55e-10
+_LEFT_RIGHT_RE = re.compile(r"\\(left|right)(?![a-zA-Z])\s*(\\[{}]|[\[\]().|]|\\[lr]?vert|\\[lr]brace)?")
+
+
+def brackets_as_parentheses(s: str) -> str:
+    r"""Choice 7: `\left[ \right]` and `\left\{ \right\}` pairs holding one value (no comma at their top
+    level, no matrix) become parentheses, unless the pair is the whole answer (a one-element set).
+
+    >>> brackets_as_parentheses(r"\frac{1}{4}\left[\cos t+\sin t\right]"), brackets_as_parentheses(r"\left[0, 1\right]")
+    ('\\frac{1}{4}\\left(\\cos t+\\sin t\\right)', '\\left[0, 1\\right]')
+    """
+    stack, pairs = [], []
+    for m in _LEFT_RIGHT_RE.finditer(s):
+        if m.group(1) == "left":
+            stack.append(m)
+        elif stack:
+            pairs.append((stack.pop(), m))
+    out = list(s)
+    for left, right in pairs:
+        inner = s[left.end() : right.start()]
+        whole = left.start() == 0 and right.end() == len(s.rstrip())
+        if (left.group(2) in ("[", r"\{") and not whole and "\\begin" not in inner
+                and len(split_top(inner.replace(r"\{", "(").replace(r"\}", ")"), ",;")) == 1):
+            out[left.start() : left.end()] = [r"\left("] + [""] * (left.end() - left.start() - 1)
+            out[right.start() : right.end()] = [r"\right)"] + [""] * (right.end() - right.start() - 1)
+    return "".join(out)
 
 
 @lru_cache(maxsize=4096)
 def normalize(answer: str) -> str:
-    """Strip formatting (choices 1-4 and 6) and return a canonical string for parsing."""
+    """Strip formatting (choices 1-4 and 6-8) and return a canonical string for parsing."""
     if _PLAIN_NUMBER_RE.fullmatch(answer):
         return answer  # 42, -0.5: nothing to strip (the common case, kept fast)
-    s = re.sub("\u221a(\\d+)", r"\\sqrt{\1}", answer)  # unicode root of a whole number: √19
+    scientific = _SCIENTIFIC_RE.fullmatch(answer)
+    if scientific:  # choice 7
+        return rf"{scientific.group(1)} \times 10^{{{int(scientific.group(2))}}}"
+    s = brackets_as_parentheses(answer) if "\\left" in answer else answer  # choice 7
+    s = re.sub("\u221a(\\d+)", r"\\sqrt{\1}", s)  # unicode root of a whole number: √19
     s = _METRE_POWER_RE.sub("", s)
     s = _INVISIBLE_RE.sub("", s.translate(_UNICODE))
     for pattern, replacement, needs_backslash in _REPLACEMENTS:
@@ -198,7 +241,7 @@ def _is_name(lhs: str, letters_too: bool) -> bool:
     return bool(re.search(r"[A-Z]", lhs)) and bool(re.search(r"[A-Z][A-Za-z]|[|:]|\\|[A-Z]_", lhs))
 
 
-def _split_top(s: str, seps: str) -> list[str]:
+def split_top(s: str, seps: str) -> list[str]:
     """s split at the separators outside (), [] and {}."""
     parts, depth, last = [], 0, 0
     for i, ch in enumerate(s):
@@ -226,16 +269,16 @@ def drop_names(answer: str) -> str | None:
     """
     if "=" not in answer:
         return None
-    groups = _split_top(answer, ";")
+    groups = split_top(answer, ";")
     if len(groups) > 1:  # p=5,q=2;p=7,q=2: one tuple per group (single letters name here too)
         tuples = []
         for group in groups:
-            values = [_named_value(item, letters_too=True) for item in _split_top(group, ",")]
+            values = [_named_value(item, letters_too=True) for item in split_top(group, ",")]
             if None in values or len(values) < 2:
                 return None
             tuples.append("(" + ", ".join(values) + ")")
         return ", ".join(tuples)
-    values = [_named_value(item) for item in _split_top(answer, ",")]  # (no "=": returned above)
+    values = [_named_value(item) for item in split_top(answer, ",")]  # (no "=": returned above)
     if None in values:
         return None
     return values[0] if len(values) == 1 else "(" + ", ".join(values) + ")"

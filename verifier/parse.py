@@ -38,6 +38,7 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 8. `\sin x \cos x` is sin(x) cos(x): a function's unparenthesised argument stops at the next function;
    `\sin^{-1} x` is arcsin x; `\log` is the natural logarithm unless `\log_b`.
 9. `\sum_{k=a}^{b} t` is an opaque sum(t, k, a, b), never evaluated; a subscript may hold + and -.
+10. `\dot{x}` and `\ddot{x}` (time derivatives) are names, each its own symbol, never a product with x.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ class _Parser(Tokens):
 
     def starts_factor(self) -> bool:
         kind, tok = self.peek_kind(), self.peek()
-        return kind in ("num", "var") or tok in ("(", "{") or (tok == "|" and not self.in_abs) or (
+        return kind in ("num", "var") or tok in ("(", "[", "{") or (tok == "|" and not self.in_abs) or (
             kind == "cmd"
             and (tok in FUNCTIONS or tok in CONSTANTS or tok in FRACS or tok[1:] in GREEK
                  or tok in (r"\sqrt", r"\binom", r"\dbinom", r"\tbinom", r"\sum"))
@@ -239,6 +240,8 @@ class _Parser(Tokens):
             return EMPTY_SET
         if tok[1:] in GREEK:
             return sp.Symbol(tok[1:])
+        if tok in (r"\dot", r"\ddot"):  # choice 10: \dot{x} is one name, like a Greek letter
+            return sp.Symbol(f"{tok}{{{self.subscript()}}}")
         if tok in FRACS:
             return divide(self.arg(), self.arg())
         if tok == r"\sqrt":
