@@ -245,10 +245,10 @@ def weight_name_problems(sent: list[str], params: list[str], loaded: list[str], 
     def slots(name: str) -> list[tuple[str, str | None]]:  # each stacked module of a fused parameter
         return [(name, module) for module in packed.get(name.split(".")[-2], [None])] if "." in name else [(name, None)]
 
-    wanted = {slot for name in params for slot in slots(name)}
-    got = {target(name) for name in sent if target(name)[0] in set(loaded)}
-    missing = sorted(wanted - got)
-    unexpected = sorted(name for name in sent if target(name) not in wanted)
+    wanted, loaded = {slot for name in params for slot in slots(name)}, set(loaded)
+    targets = {name: target(name) for name in sent}
+    missing = sorted(wanted - {slot for slot in targets.values() if slot[0] in loaded})
+    unexpected = sorted(name for name, slot in targets.items() if slot not in wanted)
     if not missing and not unexpected:
         return None
     show = lambda items: ", ".join(items[:4]) + (f" and {len(items) - 4} more" if len(items) > 4 else "")  # noqa: E731
