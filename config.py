@@ -112,6 +112,9 @@ class RolloutConfig:
     so when this divides the per-rank share the samples do not depend on the number of processes."""
     enforce_eager: bool = False
     """vLLM: no CUDA graphs or torch.compile (starts faster, decodes slower; tests and CPU use true)."""
+    logp_gap_max: float | Literal["auto"] | None = "auto"
+    """vLLM: the run stops on its first two steps after a start (warns later) when rollout/logp_diff_mean exceeds
+    this; auto = from model.dtype's noise, 1e-3 in float32/64, 0.05 in 16 bits (docs/gpu.md); null = off."""
 
 
 @dataclass

@@ -33,6 +33,8 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 5. Evaluation swaps its own sampling settings into `engine.cfg` and restores the training ones after
    (sampling_settings).
 6. Answers are verified in reward.py's `verify` mode whatever `reward.mode` training uses (score_records).
+7. With vLLM the engine reads the checkpoint itself: this process builds no copy of the weights (`policy_shell`).
+8. Every process group waits `trainer.collective_timeout_min`, the training key (infra.launch.init_process_groups).
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ from infra.evalsets import (  # noqa: F401 - EvalError, Problem, load_benchmark,
     tokenize_problems,
     write_outputs,
 )
-from infra.model import ModelError, check_model, load_policy, load_tokenizer
+from infra.launch import init_process_groups, report_timeouts
+from infra.model import ModelError, check_model, load_policy, load_tokenizer, policy_shell
 
 SAMPLING = {  # choice 1: (temperature, top_p)
     "paper": (0.7, 1.0),  # the paper's evaluation temperature (arXiv 2509.22611, section 5); top_p unstated
@@ -345,13 +348,19 @@ def main(argv=None) -> None:
         sys.exit(2)
     from accelerate import Accelerator
 
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())  # else torchrun'd CPU processes each see world 1
-    model = load_policy(dataclasses.replace(cfg.model, gradient_checkpointing=False), settings["model"])
-    if cfg.rollout.backend == "hf":  # vLLM holds its own copy on the accelerator; this one is only copied in
-        model.to(accelerator.device)
+    cpu = not torch.cuda.is_available()  # else torchrun'd CPU processes each see world 1
+    init_process_groups(cfg, cpu)  # choice 8: the collective timeout, before accelerate makes the default group
+    accelerator = Accelerator(cpu=cpu)
+    vllm = cfg.rollout.backend == "vllm"
+    model_cfg = dataclasses.replace(cfg.model, gradient_checkpointing=False)
+    if vllm:  # choice 7: the engine reads the weights; no full copy per rank in host memory
+        model = policy_shell(model_cfg, settings["model"])
+    else:
+        model = load_policy(model_cfg, settings["model"]).to(accelerator.device)
     longest_prompt = max(len(p.prompt_ids) for probs in problems.values() for p in probs)
-    engine = rollout.make_rollout(cfg.rollout, model, tokenizer, longest_prompt + settings["max_tokens"])
-    engine.sync_weights(model)  # vLLM frees its weights until the first sync (VLLMSampler.sync_weights)
+    engine = rollout.make_rollout(cfg.rollout, model, tokenizer, longest_prompt + settings["max_tokens"],
+                                  from_disk=vllm)
+    report_timeouts(cfg)  # every process group exists now (vLLM's too): the timeout each holds
 
     records, benchmarks = {}, {}
     for name, probs in problems.items():

@@ -98,16 +98,17 @@ def generate(engine, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:
     return out
 
 
-def make_rollout(rollout_cfg, model, tokenizer, max_model_len: int):
+def make_rollout(rollout_cfg, model, tokenizer, max_model_len: int, from_disk: bool = False):
     """The sampler named by `rollout.backend`; `model` is the HF model, `max_model_len` the longest
-    prompt plus response it must hold (vLLM sizes its KV cache by it)."""
+    prompt plus response it must hold (vLLM sizes its KV cache by it). from_disk (vLLM, evaluation):
+    the engine reads the weights at model.name_or_path itself, and `model` may be a shell without weights."""
     if rollout_cfg.backend == "hf":
         from infra.hf_sampler import HFSampler
 
         return HFSampler(model, tokenizer, rollout_cfg)
     from infra.vllm_sampler import VLLMSampler  # vLLM is imported only where its engine is built
 
-    return VLLMSampler(model, tokenizer, rollout_cfg, max_model_len)
+    return VLLMSampler(model, tokenizer, rollout_cfg, max_model_len, from_disk)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ from infra.logger import MetricsLogger, entropy_sample, logprob_sums, step_metri
 from infra.model import ModelError, check_model, load_policy, load_tokenizer
 from infra.policy import Policy, plan_passes, response_logprobs
 from infra.stop import StopRequest
+from infra.vllm_sampler import GAP_CHECKED_STEPS, WeightSyncError, engine_gap_problem
 from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 
 # ----------------------------------------------------------------------------------------------
@@ -296,7 +297,7 @@ def main(argv=None) -> None:
         t_step, syncs = time.perf_counter(), rollout_engine.weight_syncs
         # 1-3. Rollout, reward, dynamic sampling: one weight copy into the rollout engine, any number of batches.
         t0 = time.perf_counter()
-        rollout_engine.sync_weights(policy)
+        sync_weights(rollout_engine, policy, step)
         t_sync = time.perf_counter() - t0
         try:
             batch, seen, gen_batches, times = collect_batch(cfg, accelerator, rollout_engine, tokenizer, prompts,
@@ -338,13 +339,13 @@ def main(argv=None) -> None:
                 skipped += not applied
         times["update"] = time.perf_counter() - t0
         if eval_sets and step == trainer.total_steps:  # the final policy (choice 9)
-            rollout_engine.sync_weights(policy)
+            sync_weights(rollout_engine, policy, step)
             eval_metrics = evaluate(step)
             rollout_engine.sleep()
 
         # 7. Log: every rank's sums, combined on all ranks; then checkpoint.
         from_sampler = trainer.reuse_logprobs and batch.policy_logp is not None  # the HF sampler's own log-probs
-        logp_sums = logprob_sums(batch, adv, known, from_sampler)
+        logp_sums = logprob_sums(batch, adv, known, from_sampler, len(tokenizer))
         mine = {"seen": seen, "reward": batch.reward, "acc": batch.acc, "adv": adv_pg, "upd": upd, "times": times,
                 "logp": logp_sums | {"fillers": fillers, "old_pass": len(todo)}}
         ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]  # one dict per rank
@@ -352,6 +353,12 @@ def main(argv=None) -> None:
                                time.perf_counter() - t_step)
         logger.log_step(metrics | {"rollout/weight_syncs": rollout_engine.weight_syncs - syncs} | eval_metrics,
                         batch, adv, tokenizer)
+        # vLLM held against the trainer: stop on the first steps after a start, warn later (VLLMSampler choice 10).
+        problem = engine_gap_problem(metrics, cfg.rollout.logp_gap_max, getattr(rollout_engine, "runner", ""))
+        if problem and step <= start_step + GAP_CHECKED_STEPS:
+            stop(f"at step {step}, vLLM's log-probs are not the trainer's: {problem}", code=1)
+        if problem and accelerator.is_main_process:
+            print(f"warning: at step {step}, vLLM's log-probs drift from the trainer's: {problem}", file=sys.stderr)
         due = (trainer.save_every and step % trainer.save_every == 0) or step == trainer.total_steps
         saved = save(step) if due else None
         asked = stop_request.agreed(accelerator) if step < trainer.total_steps else None  # every rank, every step
@@ -361,13 +368,22 @@ def main(argv=None) -> None:
                 tqdm.write(f"stopped after step {step} of {trainer.total_steps} ({asked}): checkpoint `{saved}` "
                            "written; continue with the same command and --resume", file=sys.stderr)
             break
-    finish(accelerator, logger, stop_request)
+    finish(accelerator, logger, rollout_engine, stop_request)
 
 
-def finish(accelerator, logger, stop_request: StopRequest) -> None:
+def sync_weights(rollout_engine, policy, step: int) -> None:
+    """The policy's weights into the sampler; a sync that misses a parameter stops the run in one line."""
+    try:
+        rollout_engine.sync_weights(policy)
+    except WeightSyncError as e:
+        stop(f"at step {step}: {e}", code=1)
+
+
+def finish(accelerator, logger, rollout_engine, stop_request: StopRequest) -> None:
     stop_request.close(accelerator.is_main_process)
     logger.close()
     accelerator.wait_for_everyone()
+    rollout_engine.close()  # vLLM's process groups go while they exist, not at exit after the default one
     accelerator.end_training()  # also tears down the process group
     print(f"rank {accelerator.process_index}: done", file=sys.stderr, flush=True)  # tests check every rank's marker
     if accelerator.num_processes > 1:

@@ -1,12 +1,16 @@
 """The config's cross-field checks: every value that cannot run is refused before anything
 expensive starts, in one line naming the key and the fix, and every derived value is resolved
-(`algorithm.regime_K`), so the saved config is exactly what runs. config.py calls `validate` on
+(`algorithm.regime_K`, `rollout.logp_gap_max`), so the saved config is exactly what runs. config.py calls `validate` on
 every config it builds.
 """
 
 from __future__ import annotations
 
 from infra.config_loader import ConfigError
+
+# rollout.logp_gap_max's `auto`: mean |logp_trainer - logp_vllm| a synced engine stays under, per model.dtype
+# (docs/gpu.md, "Self-checks": the healthy gap measured, and why these values).
+LOGP_GAP_NOISE = {"float32": 1e-3, "float64": 1e-3, "bfloat16": 0.05, "float16": 0.05}
 
 
 def validate(cfg, baselines) -> object:
@@ -82,6 +86,10 @@ def validate(cfg, baselines) -> object:
          f"config key `rollout.gpu_memory_utilization` must be in (0, 1) or auto, got {rollout.gpu_memory_utilization}")
     need(trainer.collective_timeout_min > 0,
          f"config key `trainer.collective_timeout_min` must be > 0 minutes, got {trainer.collective_timeout_min}")
+    if rollout.logp_gap_max == "auto":  # resolved here, so the saved config says what was used
+        rollout.logp_gap_max = LOGP_GAP_NOISE[cfg.model.dtype]
+    need(rollout.logp_gap_max is None or rollout.logp_gap_max > 0,
+         f"config key `rollout.logp_gap_max` must be > 0, auto or null (off), got {rollout.logp_gap_max}")
     need(rollout.max_num_seqs >= 1, f"config key `rollout.max_num_seqs` must be >= 1, got {rollout.max_num_seqs}")
     need(0 < algo.clip_eps_low < 1, f"config key `algorithm.clip_eps_low` must be in (0, 1), got {algo.clip_eps_low}")
     need(algo.clip_eps_high > 0, f"config key `algorithm.clip_eps_high` must be > 0, got {algo.clip_eps_high}")

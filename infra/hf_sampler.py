@@ -50,6 +50,9 @@ class HFSampler:
     def sleep(self) -> None:
         """Nothing to free: there is no second copy of the weights."""
 
+    def close(self) -> None:
+        """Nothing to shut down."""
+
     @torch.no_grad()
     def sample(self, prompt_ids: list[list[int]], n: int, seed: int) -> tuple[list[list[int]], dict]:
         """n responses per prompt: (P*n) raw token rows, prompt-major (what follows an EOS means

@@ -4,6 +4,7 @@ against the launch, before the model loads, with one collective timeout on every
     check_hardware(cfg); check_launch(cfg)      # one-line errors, before anything expensive
     accelerator = make_accelerator(cfg)         # before from_pretrained: ZeRO-3 partitions as it loads
     report_timeouts(cfg)                        # after accelerator.prepare: the timeout each group holds
+    init_process_groups(cfg)                    # eval.py: the same timeout, no DeepSpeed
 
 `accelerate launch train.py --config qwen3_8b_qae.yaml` needs no launch config: the training
 YAML's `deepspeed` section is the one source of truth for DeepSpeed's settings. An accelerate
@@ -254,16 +255,24 @@ def set_default_group_timeout(timeout: timedelta) -> None:
     distributed_c10d.default_pg_nccl_timeout = timeout
 
 
+def init_process_groups(cfg: config.Config, cpu: bool = False) -> None:
+    """The default process group, and every one made later, wait `trainer.collective_timeout_min` (choice 5);
+    train.py and eval.py call it before their Accelerator (`cpu`: accelerate's, as eval.py's on a CPU)."""
+    from accelerate import PartialState
+
+    timeout = timedelta(minutes=cfg.trainer.collective_timeout_min)
+    set_default_group_timeout(timeout)  # groups DeepSpeed and vLLM create later (choice 5)
+    gloo = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()  # the CPU twin (choice 3)
+    PartialState(cpu=cpu, timeout=timeout, **({"backend": "gloo"} if gloo else {}))  # the default group (choice 5)
+
+
 def make_accelerator(cfg: config.Config):
-    from accelerate import Accelerator, PartialState
+    from accelerate import Accelerator
 
     if cfg.deepspeed.zero_stage and "WORLD_SIZE" not in os.environ:  # one process without a launcher's env (choice 4)
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(free_port()))
-    timeout = timedelta(minutes=cfg.trainer.collective_timeout_min)
-    set_default_group_timeout(timeout)  # groups DeepSpeed and vLLM create later (choice 5)
-    gloo = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()  # the CPU twin (choice 3)
-    PartialState(timeout=timeout, **({"backend": "gloo"} if gloo else {}))  # the default group (choice 5)
+    init_process_groups(cfg)
     # A launch config's DeepSpeed fields were checked against the training YAML (check_launch); accelerate
     # refuses a full DeepSpeed config next to them, and ours is built from the YAML, so they are dropped.
     os.environ.pop("ACCELERATE_CONFIG_DS_FIELDS", None)

@@ -83,6 +83,8 @@ METRICS = {
                               "show here), A = 0 tokens weighted as in policy/entropy",
     "rollout/logp_diff_max": "largest |logp_trainer - logp_rollout| over the response tokens policy/entropy_coverage "
                              "counts (vLLM only)",
+    "rollout/padded_ids": "sampled tokens of the training batch with an id at or above len(tokenizer), the padded "
+                          "vocabulary vLLM masks (vLLM only; 0 unless the mask failed)",
     "rollout/weight_syncs": "copies of the policy's weights into the sampler this step (vLLM: 1, +1 for the final "
                             "evaluation; hf: 0)",
     "perf/micro_batches": "forward-backward passes in the update (after skipping zero-advantage responses), all ranks",
@@ -143,9 +145,10 @@ def entropy_sample(candidates: list[int], sample: float, world: int, key: tuple)
     return sorted(candidates[j] for j in torch.randperm(len(candidates), generator=g)[:k].tolist())
 
 
-def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool) -> dict:
+def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool, n_allowed: int | None = None) -> dict:
     """This rank's sums for the metrics: entropy, entropy by advantage sign, the covariance
-    diagnostic, and |logp_trainer - logp_rollout| (the cheap alarm for stale sampler weights).
+    diagnostic, and |logp_trainer - logp_rollout| (the cheap alarm for stale sampler weights) with
+    the count of sampled ids at or above `n_allowed` (len(tokenizer): the padded vocabulary).
 
     `known`: {response: (logp, entropy)} from the passes: every A != 0 response, and the sample of
     A = 0 ones (entropy_sample); `from_sampler`: use the HF sampler's values, for every response.
@@ -177,7 +180,8 @@ def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool) -> d
     out = {"ent_sum": ent_by_sign[:, 0].sum().item(), "tokens": ent_by_sign[:, 1].sum().item(),
            "ent_by_sign": ent_by_sign, "cov": a["cov"] + w * z["cov"], "covered": a["covered"] + z["covered"]}
     if batch.rollout_logp is not None:
-        out.update(gap_sum=a["gap"] + w * z["gap"], gap_max=max(a["gap_max"], z["gap_max"]))
+        out.update(gap_sum=a["gap"] + w * z["gap"], gap_max=max(a["gap_max"], z["gap_max"]),
+                   padded=sum(t >= n_allowed for r in batch.response_ids for t in r) if n_allowed else 0)
     return out
 
 
@@ -245,6 +249,7 @@ def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[flo
     if "gap_max" in ranks[0]["logp"]:
         metrics["rollout/logp_diff_mean"] = sum(r["logp"]["gap_sum"] for r in ranks) / max(lp["tokens"], 1)
         metrics["rollout/logp_diff_max"] = max(r["logp"]["gap_max"] for r in ranks)
+        metrics["rollout/padded_ids"] = sum(r["logp"]["padded"] for r in ranks)
     return metrics
 
 

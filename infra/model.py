@@ -3,6 +3,7 @@
     check_model(path, "model.name_or_path")    # a model folder, or a hub id the hub or its cache serves (choice 1)
     tokenizer = load_tokenizer(path, chat_template=True)
     hf = load_policy(cfg.model, path)          # an HF causal LM (partitioned as it loads under ZeRO-3)
+    shell = policy_shell(cfg.model, path)      # the same without weights, for a vLLM engine that reads them itself
     eos = eos_token_ids(tokenizer, hf)         # every id that ends a response
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
@@ -163,6 +164,21 @@ def load_policy(model_cfg, path: str):
     )
     if model_cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def policy_shell(model_cfg, path: str):
+    """The HF causal LM at `path` on the meta device, no weights read: its name, config, dtype and generation
+    config, all a vLLM engine that loads the checkpoint itself needs from it (evaluation)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+
+    config = AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, model_cfg.dtype))
+    try:
+        model.generation_config = GenerationConfig.from_pretrained(path)  # its EOS ids, as from_pretrained reads them
+    except OSError:  # no generation_config.json: the config's own
+        pass
     return model
 
 

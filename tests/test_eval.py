@@ -6,7 +6,10 @@ plot."""
 import doctest
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import eval as ev
 import reward
 import rollout
 from infra import evalsets as bm
+from test_vllm_rollout import needs_vllm
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--config", "tiny_qae.yaml", "--n", "4", "--max-tokens", "16", "--limit", "2"]
@@ -238,6 +242,36 @@ def test_evaluate_with_a_training_engine(tmp_path):
     assert (engine.cfg.temperature == cfg.rollout.temperature
             and engine.cfg.max_response_len == cfg.rollout.max_response_len)
     assert ev.evaluate(engine, tokenizer, problems, **kwargs) == metrics  # seeded
+
+
+@pytest.mark.slow
+def test_eval_on_two_ranks_holds_the_training_collective_timeout(tmp_path, easy_file):
+    """Each process group of two gloo ranks, read back from the groups (infra.launch.report_timeouts), waits
+    trainer.collective_timeout_min; the problems are split over the ranks and gathered."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "eval.py", *FAST,
+           "--benchmarks", str(easy_file), "--problem-key", "question", "--answer-key", "solution", "--out",
+           str(tmp_path), "trainer.collective_timeout_min=7"]
+    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "collective timeout: 7 min on all" in proc.stderr, proc.stderr[-3000:]
+    (bench,) = json.loads((tmp_path / "results.json").read_text())["benchmarks"].values()
+    assert bench["metrics"]["num_problems"] == 2 and bench["metrics"]["n"] == 4
+
+
+@pytest.mark.slow
+@needs_vllm
+def test_eval_with_vllm_reads_the_checkpoint_itself(tmp_path, easy_file):
+    """The vLLM engine loads the checkpoint from disk (no weights in the evaluating process, no sync): on the
+    easy problems the warm-started model is right on some, which random or dummy weights are not."""
+    cmd = [sys.executable, "eval.py", *FAST, "--benchmarks", str(easy_file), "--problem-key", "question",
+           "--answer-key", "solution", "--out", str(tmp_path), "rollout.backend=vllm", "rollout.enforce_eager=true"]
+    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    (bench,) = results["benchmarks"].values()
+    assert results["backend"] == "vllm" and bench["metrics"]["pass@1"] > 0
 
 
 # ----------------------------------------------------------------------------------------------

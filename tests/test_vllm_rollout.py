@@ -198,3 +198,62 @@ def test_padded_vocab_mask_passes_both_model_runners_loaders():
     with pytest.raises(ValueError, match="not a subclass"):
         build_custom_logits_processors(vllm_config=None, req_states=states, is_pooling_model=False,
                                        custom_logitsprocs=[V1Only])
+
+
+POLICY_WEIGHTS = vllm_sampler.policy_weights
+
+
+def drop_and_add(drop: str | None = None, add: tuple | None = None):
+    """A stand-in for vllm_sampler.policy_weights that leaves out the tensor `drop` and sends `add` too."""
+
+    def weights(model):
+        yield from ((name, w) for name, w in POLICY_WEIGHTS(model) if name != drop)
+        if add:
+            yield add
+
+    return weights
+
+
+@needs_vllm
+def test_a_sync_that_misses_a_tensor_or_sends_a_stray_one_stops_in_one_line(setup, monkeypatch):
+    """The stream leaves out one of the three tensors stacked in vLLM's fused qkv_proj: load_weights still
+    reports qkv_proj loaded (k and v were), so only a check at the stream's names catches it. A tensor the
+    engine has no parameter for stops the sync too; afterwards a whole sync works again."""
+    engine, model, tokenizer = setup
+    q = "model.layers.1.self_attn.q_proj.weight"
+    monkeypatch.setattr(vllm_sampler, "policy_weights", drop_and_add(drop=q))
+    with pytest.raises(vllm_sampler.WeightSyncError, match=r"missing: model\.layers\.1\.self_attn\.qkv_proj\.weight "
+                                                           r"\(q_proj\)$") as dropped:
+        engine.sync_weights(model)
+    stray = ("lm_head.weight", model.get_input_embeddings().weight.detach())  # tied: the engine has no lm_head
+    monkeypatch.setattr(vllm_sampler, "policy_weights", drop_and_add(add=stray))
+    with pytest.raises(vllm_sampler.WeightSyncError, match=r"\): unexpected: lm_head\.weight$") as added:
+        engine.sync_weights(model)
+    print(f"{dropped.value}\n{added.value}")
+    assert "\n" not in str(dropped.value) + str(added.value)
+    monkeypatch.undo()
+    engine.sync_weights(model)
+    assert logp_gap(engine, model, tokenizer, seed=21) < 1e-4
+
+
+@needs_vllm
+def test_the_gpu_load_cannot_run_on_the_cpu_engine_outside_the_reload(setup):
+    """The GPU path's load (worker_load_weights without in_place_reload) runs on the CPU engine only inside
+    vLLM's layerwise reload (the CPU path): the CPU build replaced each linear weight by an empty parameter
+    without a weight_loader once it repacked it. If this starts to pass, the CPU path can drop the reload."""
+    engine, model, tokenizer = setup
+    if not engine.on_cpu:
+        pytest.skip("a GPU engine runs this load in every sync")
+    with pytest.raises(AttributeError, match="weight_loader"):
+        engine.llm.collective_rpc(vllm_sampler.worker_load_weights,
+                                  args=(vllm_sampler.policy_weights(model), False))
+    engine.sync_weights(model)  # the CPU path repairs what the failed load touched
+    assert logp_gap(engine, model, tokenizer, seed=22) < 1e-4
+
+
+@needs_vllm
+def test_seeds_near_the_int64_limit_sample(setup):
+    engine, model, _ = setup
+    engine.sync_weights(model)
+    out = rollout.generate(engine, PROMPTS, n=G, seed=2**63 - 1)  # prompt 1's responses: seeds past 2^63 unwrapped
+    assert len(out.response_ids) == len(PROMPTS) * G
