@@ -13,7 +13,7 @@ Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; d
   5. old log-probs: a no-grad pass over the responses no other pass covers (choice 10)
   6. update:    per mini-batch, micro-batches with gradient accumulation of the clip-higher loss,
                 normalised over the whole mini-batch (loss.py); AdamW with clipping
-  7. log, checkpoint
+  7. log (the first two steps after a start stop if vLLM is not the trainer: engine_gap_problem), checkpoint
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
 1. Exact sparse update: responses with advantage exactly 0 are skipped in the gradient passes and kept in the
@@ -353,7 +353,7 @@ def main(argv=None) -> None:
                                time.perf_counter() - t_step)
         logger.log_step(metrics | {"rollout/weight_syncs": rollout_engine.weight_syncs - syncs} | eval_metrics,
                         batch, adv, tokenizer)
-        # vLLM held against the trainer: stop on the first steps after a start, warn later (VLLMSampler choice 10).
+        # vLLM held against the trainer (infra.vllm_sampler.engine_gap_problem): stop on the first steps, warn later.
         problem = engine_gap_problem(metrics, cfg.rollout.logp_gap_max, getattr(rollout_engine, "runner", ""))
         if problem and step <= start_step + GAP_CHECKED_STEPS:
             stop(f"at step {step}, vLLM's log-probs are not the trainer's: {problem}", code=1)

@@ -24,6 +24,7 @@ is its own), the processes alternate, and the medians are reported. Printed last
 `time_ratio=<packed/padded> padded_slots_computed=<padding in packed> peak_mem_ratio=<packed/padded>`.
 
     python bench/bench_packing.py --paper-plan     # seconds: no model, the pass plan only
+    python bench/bench_packing.py --gradient-gap cuda bfloat16    # only the two layouts' gradients, compared
 
 estimates instead the trainer compute of one step on one GPU of configs/qwen3_8b_qae.yaml with
 vLLM, before and after this change, from the pass plan (train.needs_old_pass and the micro-batches
@@ -91,8 +92,8 @@ def update(model, prompts, responses, adv, offsets, packed: bool, per_mini_batch
     for mb in micro:
         logp, _, mask = response_logprobs(model, [prompts[i] for i in mb], [responses[i] for i in mb], 1.0, 0,
                                           packed=packed)
-        old = logp.detach() + data.right_pad_float([offsets[i] for i in mb])[0]  # (B, R)
-        policy_loss, _ = loss.policy_loss(logp, old, adv[mb], mask, weight[mb])
+        old = logp.detach() + data.right_pad_float([offsets[i] for i in mb])[0].to(logp.device)  # (B, R)
+        policy_loss, _ = loss.policy_loss(logp, old, adv[mb].to(logp.device), mask, weight[mb].to(logp.device))
         policy_loss.backward()
     return {"micro_batches": len(micro), "tokens": tokens, "slots": slots, "head_rows": head_rows}
 
@@ -118,6 +119,20 @@ def worker(variant: str, n: int, repeats: int, threads: int) -> None:
     grad = torch.cat([p.grad.flatten() for p in model.parameters()])
     torch.save(grad, f"/tmp/bench_packing_grad_{variant}.pt")
     print(json.dumps({"variant": variant, "times": times, "peak_bytes": peak, **counts}))
+
+
+def gradient_gap(device: str, dtype: str, mini_batches: int) -> float:
+    """|grad_packed - grad_padded| / |grad_padded| over every parameter, the same responses through the gradient
+    passes both ways on one model in `dtype` on `device` (scripts/gpu_smoke.sh runs it on CUDA in bf16)."""
+    torch.manual_seed(0)
+    model = Policy(make_model().to(device=device, dtype=getattr(torch, dtype)))
+    prompts, responses, adv, offsets = make_batch(13 * mini_batches)
+    grads = {}
+    for variant in ("packed", "padded"):
+        model.zero_grad(set_to_none=True)
+        update(model, prompts, responses, adv, offsets, variant == "packed")
+        grads[variant] = torch.cat([p.grad.float().flatten() for p in model.parameters()])
+    return ((grads["packed"] - grads["padded"]).norm() / grads["padded"].norm()).item()
 
 
 # Qwen3-8B: 36 layers, hidden 4096 (32 query heads x 128), vocabulary 151,936, untied; 8.19B parameters
@@ -191,9 +206,15 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--worker", choices=["packed", "padded"])
     ap.add_argument("--paper-plan", action="store_true", help="the trainer compute per step at 8B, estimated")
+    ap.add_argument("--gradient-gap", nargs=2, metavar=("DEVICE", "DTYPE"),
+                    help="only the packed-vs-padded gradient gap, e.g. cuda bfloat16 (scripts/gpu_smoke.sh)")
     args = ap.parse_args()
     if args.paper_plan:
         return paper_plan()
+    if args.gradient_gap:
+        gap = gradient_gap(*args.gradient_gap, args.mini_batches)
+        return print(f"packed_vs_padded_grad_rel_diff={gap:.3e} ({' '.join(args.gradient_gap)}, "
+                     f"{13 * args.mini_batches} responses)")
     if args.worker:
         return worker(args.worker, 13 * args.mini_batches, args.repeats, args.threads)
     prompts, responses, _, _ = make_batch(13 * args.mini_batches)

@@ -33,10 +33,16 @@
 #     vllm_dynamic: tiny/model with a generation batch half the training batch, so dynamic sampling
 #       needs >= 2 generation batches per step, and periodic evaluation on the awake engine at step 1.
 #     Both: rollout/weight_syncs must be 1 per step (2 at the last step when the final evaluation
-#     ran). vllm_dynamic: rollout/logp_diff_mean (|logp_trainer - logp_vllm|; small = the sync worked)
-#     <= 0.05 in bf16, 1e-3 in fp32 (a judgement). Not checked on the random-init model: its padded
-#     ids, which vLLM masks and the trainer does not, hold almost all the probability (diff ~6.3).
-#  5. Per run and step: time/sync, time/rollout, time/reward, time/old_logp, time/update, time/step,
+#     ran); every sync checks the names vLLM loaded (a missing one stops the run). vllm_dynamic: train.py's
+#     own check of vLLM against the trainer on steps 1-2, in the smoke's dtype (bf16 on a GPU):
+#     rollout/logp_diff_mean (|logp_trainer - logp_vllm|) under rollout.logp_gap_max (auto: 0.05 in bf16,
+#     1e-3 in fp32) and no sampled padded id, else the run stops with an `error:` line. Off on the
+#     random-init model (rollout.logp_gap_max=null): its padded ids, which vLLM masks and the trainer
+#     does not, hold almost all the probability (diff ~6.3). The vLLM model runner in use (V1 or V2) is logged.
+#  5. Packed against padded micro-batches (bench/bench_packing.py --gradient-gap): the same gradient
+#     passes on one model in the smoke's dtype on the GPU, the two gradients' relative gap <= 0.05 in bf16
+#     (a judgement), 1e-4 in fp32 (4.9e-7 measured on a CPU).
+#  6. Per run and step: time/sync, time/rollout, time/reward, time/old_logp, time/update, time/step,
 #     perf/peak_mem_gb and the most memory nvidia-smi saw in use; every check's verdict.
 #     All of it goes to $SMOKE_RESULTS/summary.txt: paste that into docs/gpu.md's Measured table.
 #
@@ -213,14 +219,21 @@ fi
 if [ "$HAVE_VLLM" = 1 ]; then
   run vllm_scale "${LAUNCH_SCALE[@]}" -- "model.name_or_path=$WORK/model" "model.dtype=$DTYPE" model.gradient_checkpointing=true \
       rollout.backend=vllm "rollout.enforce_eager=$EAGER" algorithm.dynamic_sampling=false trainer.gen_batch_size=null \
-      trainer.sparse_update=false trainer.total_steps=2 eval.every=0 "${SIZE_SCALE[@]}" "$ZERO_B"
+      trainer.sparse_update=false trainer.total_steps=2 eval.every=0 rollout.logp_gap_max=null "${SIZE_SCALE[@]}" \
+      "$ZERO_B"
   run vllm_dynamic "${LAUNCH_DYN[@]}" -- model.name_or_path=tiny/model "model.dtype=$DTYPE" rollout.backend=vllm \
       rollout.enforce_eager=true algorithm.dynamic_sampling=true trainer.total_steps=2 eval.every=1 "${SIZE_DYN[@]}" "$ZERO_B"
 else
   echo "-- vllm_scale, vllm_dynamic: skipped, vLLM does not import"
 fi
 
-echo "== 5. summary -> $RESULTS/summary.txt"
+echo "== 5. packed vs padded micro-batches: the same gradient passes both ways (bench/bench_packing.py)"
+if [ "$SMOKE_CPU" = 1 ]; then PACK=(cpu "$DTYPE" --mini-batches 1); else PACK=(cuda "$DTYPE" --mini-batches 4); fi
+t0=$SECONDS
+"$PY" bench/bench_packing.py --gradient-gap "${PACK[@]}" > "$RESULTS/packing.log" 2>&1 || echo "   failed (see $RESULTS/packing.log)"
+echo "   $(tail -n 1 "$RESULTS/packing.log") in $((SECONDS - t0)) s"
+
+echo "== 6. summary -> $RESULTS/summary.txt"
 rc=0
 "$PY" - "$WORK" "$RESULTS" "$DTYPE" "$((SECONDS - T_START))" <<'EOF' | tee "$RESULTS/summary.txt" || rc=$?
 import json, math, os, re, sys
@@ -229,7 +242,7 @@ from pathlib import Path
 work, results, dtype, total = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 cpu = os.environ["SMOKE_CPU"] == "1"
 TOL = 0.02 if dtype in ("bfloat16", "float16") else 1e-3  # 16-bit: 2^-8 rounding per op; fp32: tests/test_zero3.py sees 1e-5
-LOGP_WARN = 0.05 if dtype in ("bfloat16", "float16") else 1e-3  # judgement: mean |logp_trainer - logp_vllm| of a synced engine
+PACK_TOL = 0.05 if dtype in ("bfloat16", "float16") else 1e-4  # judgement in 16 bits; fp32 on a CPU: 4.9e-7
 failed, rows, table, gaps = [], {}, [], {}
 keys = ["time/sync", "time/rollout", "time/reward", "time/old_logp", "time/update", "time/step", "perf/peak_mem_gb",
         "perf/gen_tokens_per_s", "perf/train_tokens_per_s"]
@@ -308,7 +321,11 @@ for name in ("vllm_scale", "vllm_dynamic"):
               + (f"; evaluation at this step (eval/trained_steps {r['eval/trained_steps']})" if "eval/trained_steps" in r else ""))
         diff, diff_max = r.get("rollout/logp_diff_mean", math.nan), r.get("rollout/logp_diff_max", math.nan)
         if name == "vllm_dynamic":
-            check(diff <= LOGP_WARN, f"step {r['step']}: rollout/logp_diff_mean {diff:.2e} (<= {LOGP_WARN:g}), max {diff_max:.2e}")
+            limit = float(re.search(r"logp_gap_max: ([\d.e-]+)", (work / name / "config.yaml").read_text()).group(1))
+            gaps.setdefault("engine", []).append((diff, diff_max, limit))
+            check(diff <= limit and r["rollout/padded_ids"] == 0,
+                  f"step {r['step']}: vLLM against the trainer: rollout/logp_diff_mean {diff:.2e} (train.py stops above "
+                  f"rollout.logp_gap_max {limit:g}), max {diff_max:.2e}, padded ids sampled {r['rollout/padded_ids']}")
         else:  # vLLM masks the padded ids, which hold almost all of a random-init model's probability
             print(f"  step {r['step']}: rollout/logp_diff_mean {diff:.2f}, max {diff_max:.2f}: not a sync check on a random-init "
                   f"model (about -log(286 / 151,936) = 6.3: the mass vLLM masks); vllm_dynamic checks it")
@@ -316,7 +333,8 @@ for name in ("vllm_scale", "vllm_dynamic"):
         gens = [r["sampling/gen_batches"] for r in rows[name]]
         check(min(gens) >= 2, f"dynamic sampling needed >= 2 generation batches in every step: {gens}")
     log = (results / f"{name}.log").read_text(errors="replace")
-    for pattern in (r"\w+ KV cache size: [\d,]+ tokens.*", r"Available KV cache memory: .*", r"Model loading took .*",
+    for pattern in (r"vLLM model runner: .*", r"\w+ KV cache size: [\d,]+ tokens.*", r"Available KV cache memory: .*",
+                    r"Model loading took .*",
                     r"Graph capturing finished .*", r"Memory profiling takes .*"):
         for line in sorted(set(re.findall(pattern, log)))[:2]:
             print(f"  vLLM: {line.strip()[:220]}")
@@ -341,9 +359,20 @@ print("\n-- the table for docs/gpu.md's Measured section (each run's last step; 
 print("| run | wall s | " + " | ".join(heads) + " | nvidia-smi peak GiB | process-group timeout |")
 print("|---" * (len(heads) + 4) + "|")
 print("\n".join(table))
-if gaps:
+if "optim/grad_norm" in gaps:
     print(f"ZeRO-3 vs plain, step 1: optim/grad_norm relative gap {gaps['optim/grad_norm']:.2e}, "
           f"loss/policy {gaps['loss/policy']:.2e} ({dtype})")
+if "engine" in gaps:
+    print("vLLM vs trainer, vllm_dynamic: rollout/logp_diff_mean " + ", ".join(f"{d:.2e} (max {m:.2e})" for d, m, _ in
+          gaps["engine"]) + f" per step; rollout.logp_gap_max {gaps['engine'][0][2]:g} ({dtype})")
+packing = re.search(r"packed_vs_padded_grad_rel_diff=(\S+) (.*)", (results / "packing.log").read_text()) \
+    if (results / "packing.log").exists() else None
+if packing:
+    print(f"packed vs padded micro-batches: gradient relative gap {packing.group(1)} {packing.group(2)}")
+print()
+check(packing is not None and float(packing.group(1)) <= PACK_TOL,
+      f"packed vs padded: gradient relative gap {packing.group(1) if packing else 'missing'} (<= {PACK_TOL:g} for {dtype}; "
+      f"log: {results / 'packing.log'})")
 print(f"\nwhole script {total} s")
 print("RESULT: " + ("every check passed" if not failed else f"{len(failed)} check(s) FAILED: " + "; ".join(failed)))
 sys.exit(1 if failed else 0)

@@ -1,5 +1,6 @@
 """scripts/gpu_smoke.sh in its CPU mode, as a borrowed GPU machine without vLLM runs it (SMOKE_VLLM=0):
-the ZeRO-3 run against the plain one, and the table it writes for docs/gpu.md. The vLLM runs it skips
+the ZeRO-3 run against the plain one, packed against padded micro-batches, and the table it writes for
+docs/gpu.md. The vLLM runs it skips
 here are the vLLM twins' job (tests/test_vllm_*.py)."""
 
 import os
@@ -29,3 +30,4 @@ def test_the_cpu_smoke_passes_and_writes_its_table(tmp_path):
     assert rows["plain_hf"].rstrip(" |").endswith("no process group")
     assert "ZeRO-3 vs plain, step 1: optim/grad_norm relative gap" in summary
     assert "[PASS] same samples" in summary
+    assert "packed vs padded micro-batches: gradient relative gap" in summary and "[PASS] packed vs padded" in summary
