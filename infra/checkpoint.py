@@ -250,7 +250,7 @@ def load_state(path: Path, accelerator, optimizer, scheduler) -> dict:
     (infra/reshard.py); a plain optimizer's state is whole in trainer_state.pt either way."""
     state = safe_state.load(Path(path) / STATE_FILE)  # checked by `problem` before anything loaded
     saved, rank = state.get("world_size", 1), accelerator.process_index
-    mine = safe_state.load(rank_file(path, rank if rank < saved else 0))  # reshard's choice 1
+    mine = safe_state.load(rank_file(path, rank if rank < saved else 0))  # a new rank takes rank 0's (infra/reshard.py)
     if sharded_optimizer(accelerator):
         zero = mine["optimizer"]
         if saved != accelerator.num_processes:  # every saved shard memory-mapped, this rank's part rebuilt

@@ -1,0 +1,134 @@
+"""The results of docs/smollm2_experiment.md from its runs: the pre-registered rule applied to each
+run's probe entropy, per seed and overall, the figure, and the tables written into the doc.
+
+    python scripts/smollm2_report.py runs/smollm2_experiment --doc docs/smollm2_experiment.md \
+        --figure docs/smollm2_experiment.png
+
+Reads RUN/probe.jsonl (scripts/probe_entropy.py) and RUN/metrics.jsonl of the runs `qae_seedS` and
+`mean_seedS` under the folder given, and replaces what stands between the doc's results markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+ARMS = {"mean": "mean baseline (DAPO)", "qae": "K = 0.4 (QAE)"}
+
+
+def outcome(entropy: dict[int, float]) -> str:
+    """The rule of the doc's test: `surges`, `band` or `collapses`, from E(s) by step (step 0 = E0).
+
+    >>> outcome({0: 0.2, 5: 0.25, 10: 0.41}), outcome({0: 0.2, 5: 0.3, 10: 0.39}), outcome({0: 0.2, 5: 0.09})
+    ('surges', 'band', 'collapses')
+    >>> outcome({0: 1.0, 5: 1.9, 10: 2.0}), outcome({0: 0.2, 5: 0.09, 10: 0.5})
+    ('surges', 'surges')
+    """
+    e0 = entropy[0]
+    ceiling = max(2 * e0, e0 + 0.2)
+    later = [e for s, e in entropy.items() if s >= 5]
+    if any(e >= ceiling for e in later):
+        return "surges"
+    return "band" if all(e >= 0.5 * e0 for e in later) else "collapses"
+
+
+def pair(mean: str, qae: str) -> str:
+    """One seed's pair: `supports`, `contradicts` or `neither`.
+
+    >>> pair("surges", "band"), pair("band", "surges"), pair("surges", "surges"), pair("band", "collapses")
+    ('supports', 'contradicts', 'neither', 'neither')
+    """
+    if mean == "surges" and qae == "band":
+        return "supports"
+    return "contradicts" if qae == "surges" and mean != "surges" else "neither"
+
+
+def verdict(pairs: list[str], outcomes: list[tuple[str, str]]) -> str:
+    """The doc's verdict over the seeds.
+
+    >>> verdict(["supports", "supports", "neither"], [("surges", "band")] * 2 + [("band", "band")])
+    'supported'
+    >>> verdict(["neither"] * 3, [("band", "band")] * 3), verdict(["supports", "neither", "neither"], [])
+    ('refuted', 'mixed')
+    """
+    if pairs.count("supports") >= 2 and "contradicts" not in pairs:
+        return "supported"
+    if pairs.count("contradicts") >= 2 or (outcomes and all(m == q for m, q in outcomes)):
+        return "refuted"
+    return "mixed"
+
+
+def read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:
+    """The markdown between the doc's markers, and the probe rows by (arm, seed) for the figure."""
+    probes = {(arm, s): read(root / f"{arm}_seed{s}" / "probe.jsonl") for arm in ARMS for s in seeds}
+    lines = ["| seed | arm | E(s), s = 0, 5, ..., 30 (nats) | outcome | unclean at the end | probe acc, start -> end |",
+             "|---|---|---|---|---|---|"]
+    pairs, outcomes = [], []
+    for s in seeds:
+        got = {}
+        for arm in ARMS:
+            rows = sorted(probes[(arm, s)], key=lambda r: r["step"])
+            if not rows:
+                continue
+            got[arm] = outcome({r["step"]: r["entropy"] for r in rows})
+            curve = ", ".join(f"{r['entropy']:.3f}" for r in rows)
+            lines.append(f"| {s} | {ARMS[arm]} | {curve} | {got[arm]} | "
+                         f"{rows[-1]['unclean']:.2f} | {rows[0]['acc']:.2f} -> {rows[-1]['acc']:.2f} |")
+        if len(got) == 2:
+            outcomes.append((got["mean"], got["qae"]))
+            pairs.append(pair(got["mean"], got["qae"]))
+    lines += ["", "Per seed: " + ", ".join(f"seed {s}: {p}" for s, p in zip(seeds, pairs)) + ".",
+              f"Verdict under the rule fixed above: **{verdict(pairs, outcomes)}**"
+              + ("" if len(pairs) == len(seeds) else f" (only {len(pairs)} of {len(seeds)} seeds complete)") + "."]
+    return "\n".join(lines), probes
+
+
+def figure(probes: dict, path: Path) -> None:
+    """Probe entropy, junk tails and probe accuracy against step: each arm's mean over seeds, the band
+    from the lowest to the highest seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for arm, label in ARMS.items():
+        runs = [sorted(rows, key=lambda r: r["step"]) for (a, _), rows in probes.items() if a == arm and rows]
+        steps = sorted({r["step"] for rows in runs for r in rows})
+        for ax, key in zip(axes, ("entropy", "unclean", "acc")):
+            vals = [[r[key] for rows in runs for r in rows if r["step"] == s] for s in steps]
+            ax.plot(steps, [sum(v) / len(v) for v in vals], marker="o", label=label)
+            ax.fill_between(steps, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2)
+    for ax, title in zip(axes, ("probe entropy (nats)", "share not ending after the answer", "probe accuracy")):
+        ax.set_title(title)
+        ax.set_xlabel("step")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--doc", type=Path, required=True)
+    parser.add_argument("--figure", type=Path, required=True)
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--wall-s", type=float, default=None, help="the experiment's wall time, quoted in the doc")
+    args = parser.parse_args(argv)
+    text, probes = tables(args.root, [int(s) for s in args.seeds.split(",")])
+    figure(probes, args.figure)
+    wall = f"\n\nWall time of `bash scripts/smollm2_experiment.sh`: {args.wall_s / 60:.0f} min." if args.wall_s else ""
+    doc = args.doc.read_text()
+    head, rest = doc.split(BEGIN, 1)
+    args.doc.write_text(f"{head}{BEGIN}\n![probe entropy]({args.figure.name})\n\n{text}{wall}\n{END}"
+                        f"{rest.split(END, 1)[1]}")
+
+
+if __name__ == "__main__":
+    main()
