@@ -13,7 +13,8 @@ Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; d
   5. old log-probs: a no-grad pass over the responses no other pass covers (choice 10)
   6. update:    per mini-batch, micro-batches with gradient accumulation of the clip-higher loss,
                 normalised over the whole mini-batch (loss.py); AdamW with clipping
-  7. log (the first two steps after a start stop if vLLM is not the trainer: engine_gap_problem), checkpoint
+  7. log (the first two steps after a start stop if vLLM is not the trainer: engine_gap_problem), checkpoint;
+     a stop asked for from outside (SIGUSR1, SIGTERM, a STOP file: infra/stop.py) ends the run here, in a checkpoint
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
 1. Exact sparse update: responses with advantage exactly 0 are skipped in the gradient passes and kept in the
