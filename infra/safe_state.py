@@ -120,13 +120,17 @@ def save(obj, file: Path, what: str) -> None:
 
 def rng_state() -> dict:
     """Every RNG this process draws from: python's, numpy's (choice 1) and torch's (and CUDA's)."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    state = {"python": random.getstate(), "numpy": (name, torch.from_numpy(keys.astype(np.int64)), int(pos),
-                                                    int(has_gauss), float(cached)),
+    state = {"python": random.getstate(), "numpy": plain_numpy_state(np.random.get_state()),
              "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
+
+
+def plain_numpy_state(state: tuple) -> tuple:
+    """`np.random.get_state()` with its uint32 key array as an int64 tensor (choice 1)."""
+    name, keys, pos, has_gauss, cached = state
+    return name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)
 
 
 def set_rng_state(state: dict) -> None:
@@ -176,8 +180,7 @@ def convert(file: Path) -> bool:
     obj = torch.load(file, map_location="cpu", weights_only=False)  # unsafe on purpose: the caller vouches for it
     rng = obj.get("rng", {}) if isinstance(obj, dict) else {}
     if isinstance(rng.get("numpy"), tuple) and isinstance(rng["numpy"][1], np.ndarray):
-        name, keys, pos, has_gauss, cached = rng["numpy"]
-        rng["numpy"] = (name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached))
+        rng["numpy"] = plain_numpy_state(rng["numpy"])
     if isinstance(obj, dict) and isinstance(obj.get("optimizer"), dict) and "loss_scaler" in obj["optimizer"]:
         if not isinstance(obj["optimizer"]["loss_scaler"], dict):
             obj["optimizer"] = plain_zero_state(obj["optimizer"])
