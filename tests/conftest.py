@@ -50,3 +50,10 @@ def tiny_train_file(tmp_path_factory):
             a, b = rng.randint(0, 9), rng.randint(0, 9)
             f.write(json.dumps({"problem": f"Compute {a}+{b}.", "answer": str(a + b)}) + "\n")
     return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files holding a slow test run first, in their file order: with two workers taking one file at a
+    time (pyproject.toml), the longest files then do not start last and leave one worker idle."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: the order inside each part is kept

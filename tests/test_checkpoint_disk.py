@@ -21,6 +21,7 @@ from infra import checkpoint
 from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # runs of train.py: the file is scheduled first (conftest.py)
 RUN = ["--config", "tiny_qae.yaml", "trainer.total_steps=2", "trainer.save_every=1", "trainer.keep_last=2",
        "eval.every=0"]
 

@@ -248,7 +248,8 @@ def test_evaluate_with_a_training_engine(tmp_path):
 def test_eval_on_two_ranks_holds_the_training_collective_timeout(tmp_path, easy_file):
     """Each process group of two gloo ranks, read back from the groups (infra.launch.report_timeouts), waits
     trainer.collective_timeout_min; the problems are split over the ranks and gathered."""
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "eval.py", *FAST,
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--main_process_port", "29614",  # parallel files
+           "--multi_gpu", "--num_processes", "2", "eval.py", *FAST,
            "--benchmarks", str(easy_file), "--problem-key", "question", "--answer-key", "solution", "--out",
            str(tmp_path), "trainer.collective_timeout_min=7"]
     proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,

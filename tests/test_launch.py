@@ -18,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
-ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch", "--main_process_port", "29615"]  # parallel files
 
 
 def probe(out: str, overrides: list[str]) -> None:

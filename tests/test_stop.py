@@ -14,12 +14,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from infra import checkpoint
 from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # runs of train.py: the file is scheduled first (conftest.py)
 RUN = ["--config", "tiny_qae.yaml", "trainer.train_batch_size=4", "trainer.gen_batch_size=8",
        "trainer.mini_batch_size=2", "rollout.n=4", "eval.every=0", "trainer.total_steps=7", "trainer.save_every=0",
        "trainer.keep_last=5"]

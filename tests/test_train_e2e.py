@@ -8,11 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from infra.logger import documented, read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # runs of train.py: the file is scheduled first (conftest.py)
 # Small and fast, still the real tiny model, data and loop.
 FAST = ["trainer.train_batch_size=4", "trainer.gen_batch_size=8", "trainer.mini_batch_size=2", "rollout.n=4"]
 

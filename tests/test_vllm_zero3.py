@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 @needs_vllm
 def test_two_zero3_ranks_each_sync_once_per_step_into_their_own_engine(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "train.py",
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--main_process_port", "29613",  # parallel files
+           "--multi_gpu", "--num_processes", "2", "train.py",
            "--config", "tiny_qae.yaml", "rollout.backend=vllm", "rollout.enforce_eager=true", "deepspeed.zero_stage=3",
            "trainer.total_steps=2", "eval.every=0", "trainer.train_batch_size=4", "trainer.gen_batch_size=4",
            "trainer.mini_batch_size=2", "rollout.n=4", f"trainer.output_dir={out}"]

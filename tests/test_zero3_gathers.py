@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--main_process_port", "29612",  # parallel files
+          "--multi_gpu", "--num_processes", "2"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_SILENT": "true"}
 
 
