@@ -135,9 +135,9 @@ class RewardConfig:
 @dataclass
 class AlgorithmConfig:
     baseline: str = "quantile"
-    """Group baseline, a name in advantage.BASELINES: quantile (QAE) or mean (GRPO/DAPO)."""
+    """Group baseline, a name in advantage.BASELINES: quantile (QAE), mean (GRPO/DAPO), or a fork's."""
     K: float | None = 0.4
-    """Quantile level of the quantile baseline (paper: 0.4); null with any other baseline."""
+    """K, set for a baseline that takes it (the quantile baseline's level, paper: 0.4), null for one that does not."""
     quantile_rule: Literal["linear", "right_continuous"] = "linear"
     """torch.quantile interpolation (authors' code) or the paper's inf{x : F(x) >= K}."""
     quantile_of: Literal["shaped", "verdict"] = "shaped"
@@ -148,8 +148,7 @@ class AlgorithmConfig:
     adv_mask: Literal["none", "pos", "neg"] = "none"
     """Paper ablations (section 5.3): pos = POS-MASK, neg = NEG-MASK; quantile baseline only."""
     regime_K: float | None = None
-    """K that splits hard (p <= 1 - K) from easy prompts in the logged regime fractions; null resolves
-    to K (quantile baseline) or 0.4 (other baselines), and the resolved value is what is saved."""
+    """K of the logged hard (p <= 1 - K) / easy split; null = algorithm.K when set, else 0.4 (saved resolved)."""
     dynamic_sampling: bool = True
     """DAPO: drop groups whose correctness all agrees and sample more until the batch is full."""
     max_num_gen_batches: int = 10
@@ -298,9 +297,27 @@ def from_dict(data: dict | None, overrides: list[str] = (), origin: dict | None 
     keys = all_keys(Config)
     for item in overrides:
         set_override(data, item, keys, origin)
+    cfg = build(Config, data, origin)
+    check_advantage_settings(cfg.algorithm)
+    return validate(cfg)
+
+
+# How advantage.check_settings names the `algorithm` section's settings in a config's errors.
+ADVANTAGE_KEYS = {"baseline": "config key `algorithm.baseline`", "K": "config key `algorithm.K`",
+                  "quantile_rule": "config key `algorithm.quantile_rule`", "mask": "config key `algorithm.adv_mask`",
+                  "over_verdicts": "config key `algorithm.quantile_of: verdict` (the baseline over the verifier's "
+                                   "scores)", "unset": "null"}
+
+
+def check_advantage_settings(algo: AlgorithmConfig) -> None:
+    """The advantage's settings, checked by advantage.py's own rules (the ones compute_advantages applies)."""
     import advantage  # its registry of baselines names the valid `algorithm.baseline` values
 
-    return validate(build(Config, data, origin), advantage.BASELINES)
+    try:
+        advantage.check_settings(algo.baseline, algo.K, algo.quantile_rule, None if algo.adv_mask == "none"
+                                 else algo.adv_mask, over_verdicts=algo.quantile_of == "verdict", names=ADVANTAGE_KEYS)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def load(name: str, overrides: list[str] = ()) -> Config:

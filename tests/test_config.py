@@ -181,11 +181,14 @@ def test_base_chain_merges_key_by_key_and_errors_name_the_file(tmp_path):
 
 @pytest.mark.parametrize("overrides, message", [
     (["algorithm.baseline=median"], "`algorithm.baseline` must be one of ['mean', 'quantile'], got 'median'"),
-    (["algorithm.K=null"], "`algorithm.K` must be set (0 < K < 1) for the quantile baseline"),
-    (["algorithm.baseline=mean"], "`algorithm.K` (0.4) is only used by the quantile baseline"),
+    (["algorithm.K=null"], "`algorithm.K` must be set (0 < K < 1) for the quantile baseline, got null"),
+    (["algorithm.baseline=mean"], "`algorithm.K` (0.4) is not used by the mean baseline, which takes no K; set it "
+                                  "to null"),
     (["algorithm.baseline=mean", "algorithm.K=null", "algorithm.adv_mask=pos"],
-     "it needs `algorithm.baseline: quantile`"),
-    (["algorithm.adv_mask=neg", "algorithm.quantile_of=verdict"], "`algorithm.adv_mask: neg` sets each response's"),
+     "it needs config key `algorithm.baseline` = 'quantile', got 'mean'"),
+    (["algorithm.adv_mask=neg", "algorithm.quantile_of=verdict"],
+     "cannot go with config key `algorithm.adv_mask` = 'neg', which sets each response's"),
+    (["algorithm.regime_K=1.5"], "`algorithm.regime_K` must be null or strictly between 0 and 1, got 1.5"),
     (["algorithm.quantile_of=score"], "`algorithm.quantile_of` must be one of"),
 ])
 def test_baseline_choice_is_explicit(overrides, message):
