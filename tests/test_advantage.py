@@ -290,8 +290,19 @@ def test_advantage_stats():
     assert s["mean"] == pytest.approx((3 * 2.48069 - 4 * 2.23607) / 64, abs=1e-4)
 
 
+def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float]:
+    """The plain covariance diagnostic over one set of tokens: Cov(logp, A) and its parts from A > 0
+    and A < 0 tokens. logp, adv: (N,)."""
+    dl, da = logp - logp.mean(), adv - adv.mean()  # (N,), (N,)
+    prod = dl * da / logp.numel()  # (N,)
+    return {"total": prod.sum().item(), "pos": prod[adv > 0].sum().item(), "neg": prod[adv < 0].sum().item()}
+
+
 def test_entropy_covariance_from_rank_sums_equals_plain():
-    from infra.diagnostics import covariance_sums, entropy_covariance, entropy_covariance_from_sums
+    from infra.diagnostics import covariance_sums, entropy_covariance_from_sums
+
+    hand = entropy_covariance(torch.tensor([-1.0, -3.0, -2.0, -2.0]), torch.tensor([1.0, -1.0, 0.0, 0.0]))
+    assert hand == {"total": 0.5, "pos": 0.25, "neg": 0.25}  # mean logp -2, mean A 0: (1*1 + 1*1) / 4
 
     g = torch.Generator().manual_seed(0)
     logp = -torch.rand(1000, generator=g) * 5
