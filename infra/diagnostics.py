@@ -37,7 +37,9 @@ def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, 
     - zero_var_frac:   fraction of groups whose rewards are all equal (no signal under any baseline)
     - mean/min/max of the advantage over responses
     """
-    hard = acc.float().mean(dim=1) <= 1.0 - regime_K + 1e-9  # (P,) success rate p <= 1 - K, as advantage.hard_prompts
+    # (P,) p <= 1 - K: advantage.hard_prompts' rule, which infra cannot import (it imports no component);
+    # tests/test_advantage.py holds the two equal at every success count.
+    hard = acc.float().mean(dim=1) <= 1.0 - regime_K + 1e-9  # (P,)
     return {
         "zero_frac": (adv == 0).float().mean().item(),
         "hard_frac": hard.float().mean().item(),

@@ -298,6 +298,17 @@ def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float
     return {"total": prod.sum().item(), "pos": prod[adv > 0].sum().item(), "neg": prod[adv < 0].sum().item()}
 
 
+def test_logged_regime_split_is_the_masks_split():
+    # diagnostics.advantage_stats writes advantage.hard_prompts' rule out again (infra imports no
+    # component); the two must agree at every success count, for every G and K, edges included.
+    for G in range(1, 17):
+        for K in (0.05, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.95):
+            for correct in range(G + 1):
+                acc = torch.tensor([[True] * correct + [False] * (G - correct)])  # (1, G)
+                adv = torch.zeros(1, G)
+                assert advantage_stats(adv, adv, acc, K)["hard_frac"] == float(hard_prompts(acc, K)), (G, K, correct)
+
+
 def test_entropy_covariance_from_rank_sums_equals_plain():
     from infra.diagnostics import covariance_sums, entropy_covariance_from_sums
 
