@@ -1,5 +1,6 @@
 """config.py: loading, typed overrides, clear errors, round trip."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -202,3 +203,28 @@ def test_derived_values_are_resolved_in_the_saved_config():
     assert mean.algorithm.regime_K == 0.4 and "regime_K: 0.4" in dump(mean)  # what the logged regime fractions use
     assert from_dict({}, ["algorithm.K=0.6"]).algorithm.regime_K == 0.6
     assert from_dict({}, ["algorithm.K=0.6", "algorithm.regime_K=0.3"]).algorithm.regime_K == 0.3
+
+
+def field_docs(source: str) -> dict[str, str | None]:
+    """`section.field` -> the string under each field of config.py's section dataclasses (None if none)."""
+    import ast
+
+    docs = {}
+    for cls in ast.parse(source).body:
+        if isinstance(cls, ast.ClassDef) and cls.name.endswith("Config") and cls.name != "Config":
+            for node, after in zip(cls.body, cls.body[1:] + [None]):
+                if isinstance(node, ast.AnnAssign):
+                    is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    docs[f"{cls.name}.{node.target.id}"] = after.value.value if is_doc else None
+    return docs
+
+
+def test_every_config_field_has_a_one_line_doc():
+    # The README's and config.py's promise: "a one-line doc under every field".
+    docs = field_docs((REPO / "config.py").read_text())
+    sections = [getattr(Config(), f.name) for f in dataclasses.fields(Config)]
+    assert len(docs) == sum(len(dataclasses.fields(section)) for section in sections)  # every field found
+    assert not [name for name, doc in docs.items() if doc is None], "fields without a doc"
+    assert not [name for name, doc in docs.items() if "\n" in doc], "field docs over one line"
+    two_lines = '@dataclass\nclass XConfig:\n    a: int = 1\n    """One\n    two."""\n    b: int = 2\n'
+    assert field_docs(two_lines) == {"XConfig.a": "One\n    two.", "XConfig.b": None}  # what the check catches
