@@ -1,6 +1,7 @@
 """config.py: loading, typed overrides, clear errors, round trip."""
 
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,39 @@ def test_every_config_field_has_a_one_line_doc():
     assert not [name for name, doc in docs.items() if "\n" in doc], "field docs over one line"
     two_lines = '@dataclass\nclass XConfig:\n    a: int = 1\n    """One\n    two."""\n    b: int = 2\n'
     assert field_docs(two_lines) == {"XConfig.a": "One\n    two.", "XConfig.b": None}  # what the check catches
+
+
+def differing_keys(a: Config, b: Config) -> set[str]:
+    """`section.key` of every value two resolved configs disagree on."""
+    return {f"{s.name}.{f.name}" for s in dataclasses.fields(Config) for f in dataclasses.fields(getattr(a, s.name))
+            if getattr(getattr(a, s.name), f.name) != getattr(getattr(b, s.name), f.name)}
+
+
+def claimed_differences(header: str) -> dict[str, set[str]]:
+    """What a config's opening comment claims: {other config: the `section.key` (or `section.*`) names in
+    its sentence "... differs from configs/OTHER.yaml ... ."}."""
+    text = " ".join(line.lstrip("#").strip() for line in header.splitlines() if line.startswith("#"))
+    return {other: set(re.findall(r"`([a-z]+\.(?:\w+|\*))`", sentence))
+            for other, sentence in re.findall(r"differs from configs/([\w.]+\.yaml)(.*?)\.(?:\s|$)", text)}
+
+
+def test_a_config_comment_naming_what_differs_is_true():
+    # "It differs from configs/X.yaml only in `a.b` ...": every named key differs in the resolved configs, and
+    # every key that differs is named (`section.*` names a whole section).
+    checked = 0
+    for name in ALL_CONFIGS:
+        header = (REPO / "configs" / name).read_text().split("\n\n", 1)[0]
+        for other, named in claimed_differences(header).items():
+            differ = differing_keys(load(name), load(other))
+            sections = {n.split(".")[0] for n in named if n.endswith(".*")}
+            assert {n for n in named if not n.endswith(".*")} <= differ, f"{name} names keys that equal {other}'s"
+            unnamed = {k for k in differ if k not in named and k.split(".")[0] not in sections}
+            assert not unnamed, f"{name}'s comment does not name what differs from {other}: {sorted(unnamed)}"
+            checked += 1
+    assert checked >= 4  # tiny_qae, tiny_dapo, smollm2_dapo and qwen3_8b_dapo make such a claim
+
+
+def test_the_difference_check_can_fail():
+    header = "# It differs from configs/tiny_qae.yaml only in `algorithm.baseline`.\n"
+    assert claimed_differences(header) == {"tiny_qae.yaml": {"algorithm.baseline"}}
+    assert differing_keys(load("tiny_dapo.yaml"), load("tiny_qae.yaml")) > {"algorithm.baseline"}  # so it is untrue
