@@ -22,7 +22,7 @@ QAE masks the positives on easy prompts and the negatives on hard prompts. The a
 one mask each: POS-MASK masks only the positives on easy prompts (negatives stay on every
 prompt), NEG-MASK masks only the negatives on hard prompts (positives stay on every prompt).
 
-Baselines are looked up by name in BASELINES, so a fork adds one with a single entry there; an entry
+Baselines are looked up by name in BASELINES, so a fork adds one with a function and an entry there; an entry
 gets the settings its parameters name (`K`, `quantile_rule`), and `check_settings` holds the rules on
 them for compute_advantages and the config alike.
 

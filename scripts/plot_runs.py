@@ -2,8 +2,8 @@
 
     python scripts/plot_runs.py runs/tiny_qae runs/tiny_dapo --labels QAE DAPO --smooth 5 --out runs/qae_vs_dapo.png
 
-Each run is the metrics.jsonl train.py writes (or the run folder holding it). The panels are a
-run's own metrics.png's, one colour per run (infra/plots.py, whose choices apply): by default
+Each run is the metrics.jsonl train.py writes (or the run folder holding it). The panels are those
+of a run's own metrics.png, one colour per run (infra/plots.py, whose choices apply): by default
 held-out pass@1 and pass@k against the training steps behind the evaluated weights, then
 reward/mean, reward/acc, policy/entropy, adv/zero_frac and response/len_mean against step
 (plots.DEFAULT_PLOT; their meaning: logger.METRICS), each a trailing mean over `--smooth` steps
