@@ -22,16 +22,18 @@ QAE masks the positives on easy prompts and the negatives on hard prompts. The a
 one mask each: POS-MASK masks only the positives on easy prompts (negatives stay on every
 prompt), NEG-MASK masks only the negatives on hard prompts (positives stay on every prompt).
 
-Baselines are looked up by name in BASELINES, so a fork adds one with a single entry there.
+Baselines are looked up by name in BASELINES, so a fork adds one with a function and an entry there; an entry
+gets the settings its parameters name (`K`, `quantile_rule`), and `check_settings` holds the rules on
+them for compute_advantages and the config alike.
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
 1. `algorithm.quantile_rule`: "linear" is torch.quantile's interpolation at K*(G-1), what the authors' verl
    patch runs; "right_continuous" is the paper's inf{x : F(x) >= K}, the ceil(K*G)-th smallest reward.
 2. K <= 0 or K >= 1 is an error, where the authors' code silently falls back to the mean: the mean baseline
-   is asked for explicitly (K=None, or baseline="mean").
+   is asked for by name (baseline="mean", K=None); the baseline is never chosen by K.
 3. With shaped (non-binary) rewards the quantile interpolates between reward values, as the reference code
    does, so the clean gate holds only for unpenalised responses.
-4. A group of size 1 gets baseline 0 and std 1 (as verl), so its advantage is its reward.
+4. A group of size 1 gets baseline 0 and std 1, as verl: its advantage is r / (1 + eps), or r without the std.
 5. The masks (`algorithm.adv_mask`, masked_baseline) give each response its own baseline: a kept response the
    best reward of the other class (by the verdicts `acc`), a masked one that of its own; sigma is QAE's.
 6. The masks' regime is the paper's p <= 1 - K on the verdicts, whatever `quantile_rule` is.
@@ -42,6 +44,7 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 
@@ -86,13 +89,26 @@ def quantile_baseline_right_continuous(reward: torch.Tensor, K: float) -> torch.
 
 QUANTILE_RULES = {"linear": quantile_baseline_linear, "right_continuous": quantile_baseline_right_continuous}
 
-# The registry compute_advantages looks baselines up in. Every entry is called as
-# fn(reward, K, quantile_rule) with reward (P, G) and returns (P, 1); an entry that needs neither
-# K nor the rule ignores them. A fork adds a baseline with one function and one entry here.
-BASELINES: dict[str, Callable[[torch.Tensor, float | None, str], torch.Tensor]] = {
-    "mean": lambda reward, K, quantile_rule: mean_baseline(reward),
-    "quantile": lambda reward, K, quantile_rule: QUANTILE_RULES[quantile_rule](reward, K),
-}
+
+def quantile_baseline(reward: torch.Tensor, K: float, quantile_rule: str = "linear") -> torch.Tensor:
+    """QAE baseline b_K under `quantile_rule` (choice 1), (P, G) -> (P, 1)."""
+    return QUANTILE_RULES[quantile_rule](reward, K)  # (P, 1)
+
+
+# The registry compute_advantages looks baselines up in: name -> fn(reward, ...) with reward (P, G),
+# returning (P, 1). An entry is called with the settings its parameters name, out of `K` and
+# `quantile_rule`: `mean_baseline(reward)` gets neither, `quantile_baseline(reward, K, quantile_rule)`
+# both. A fork adds a baseline with one function and one entry here.
+BASELINES: dict[str, Callable[..., torch.Tensor]] = {"mean": mean_baseline, "quantile": quantile_baseline}
+
+
+def settings_of(baseline: str) -> list[str]:
+    """The settings the registered baseline takes, out of K and quantile_rule: its parameters' names.
+
+    >>> settings_of("quantile"), settings_of("mean")
+    (['K', 'quantile_rule'], [])
+    """
+    return [name for name in ("K", "quantile_rule") if name in inspect.signature(BASELINES[baseline]).parameters]
 
 
 def group_std(reward: torch.Tensor) -> torch.Tensor:
@@ -168,28 +184,31 @@ def compute_advantages(
     quantile_rule: str = "linear",
     mask: str | None = None,
     acc: torch.Tensor | None = None,
-    baseline: str | None = None,
+    baseline: str = "quantile",
     penalty: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Group-relative advantages A = (r - b) / (sigma + eps), shape (P, G) -> (P, G).
 
     Args:
         rewards: (P, G) scalar rewards, P prompts with G responses each.
-        K: quantile level, strictly between 0 and 1 (QAE; the paper uses 0.4), or None for the
-            group mean (GRPO/DAPO). Used only by the quantile baseline and, with a mask, to
-            split prompts into hard (p <= 1 - K) and easy.
+        K: level strictly between 0 and 1, for a baseline that takes K (the quantile baseline; the
+            paper uses 0.4) and, with a mask, to split prompts into hard (p <= 1 - K) and easy;
+            None for a baseline without K (`baseline="mean", K=None` is GRPO/DAPO).
         norm_by_std: divide by the group std (verl `norm_adv_by_std_in_grpo`, default on).
         eps: added to the std, as in verl (1e-6).
         quantile_rule: "linear" (torch.quantile, the authors' code) or "right_continuous"
-            (the paper's inf{x : F(x) >= K}).
+            (the paper's inf{x : F(x) >= K}); read only by a baseline that takes it.
         mask: None, "pos" (POS-MASK) or "neg" (NEG-MASK), the paper's ablations (section 5.3);
             the mask defines each response's baseline (module docstring, choice 5).
         acc: (P, G) bool, the verifier's verdicts; needed by a mask (success/failure and p).
-        baseline: a name in BASELINES; None = "quantile" when K is given, else "mean".
+        baseline: a name in BASELINES, chosen by this argument alone (the config's `algorithm.baseline`);
+            the default is the config's, QAE's quantile baseline.
         penalty: (P, G) the overlong penalty included in `rewards`, or None. Given, the baseline (of
             any name) is taken over the verdict scores `rewards - penalty` and the penalty stays in r
             (`algorithm.quantile_of: verdict`, choice 8); None takes it over `rewards` (`shaped`).
             Not with a mask, which takes its baselines from the class rewards.
+
+    The settings follow `check_settings`, the rules the config is checked with.
 
     >>> r = torch.tensor([[1., -1., -1., -1.], [1., 1., 1., -1.]])
     >>> compute_advantages(r, K=0.4)  # hard prompt: success rewarded; easy: failure penalised
@@ -199,15 +218,18 @@ def compute_advantages(
     tensor([[ 2.0000, -2.0000, -2.0000, -2.0000],
             [ 0.0000,  0.0000,  0.0000, -2.0000]])
     """
-    baseline = check_arguments(rewards, K, quantile_rule, mask, acc, baseline, penalty)
+    check_settings(baseline, K, quantile_rule, mask, over_verdicts=penalty is not None)
+    check_tensors(rewards, mask, acc, penalty)
     reward = rewards.float()  # (P, G)
     P, G = reward.shape
-    if G == 1:  # as verl: a lone response has baseline 0 and std 1
-        return reward.clone()  # (P, 1)
 
-    if mask is None:
-        verdict = reward if penalty is None else reward - penalty.to(reward)  # (P, G); the score the gate reads
-        b = BASELINES[baseline](verdict, K, quantile_rule)  # (P, 1)
+    sigma = group_std(reward) if G > 1 else torch.ones_like(reward)  # (P, 1); as verl, std 1 for a lone response
+    if G == 1:  # ... and baseline 0 (verl compute_grpo_outcome_advantage)
+        b = torch.zeros_like(reward)  # (P, 1)
+    elif mask is None:
+        scored = reward if penalty is None else reward - penalty.to(reward)  # (P, G); what b is taken over
+        settings = {"K": K, "quantile_rule": quantile_rule}
+        b = BASELINES[baseline](scored, **{k: settings[k] for k in settings_of(baseline)})  # (P, 1)
     else:  # paper section 5.3, Eqs. 7-8: POS-MASK / NEG-MASK
         acc = acc.to(reward.device).bool()  # (P, G)
         hard = hard_prompts(acc, K)[:, None]  # (P, 1)
@@ -215,44 +237,61 @@ def compute_advantages(
 
     adv = reward - b  # (P, G)
     if norm_by_std:
-        adv = adv / (group_std(reward) + eps)  # (P, G); sigma about the mean, as the reference code
+        adv = adv / (sigma + eps)  # (P, G); sigma about the mean, as the reference code
     return adv
 
 
-def check_arguments(rewards, K, quantile_rule, mask, acc, baseline, penalty) -> str:
-    """compute_advantages' argument checks (config.validate makes the same for a run); returns the
-    baseline's name, None resolved."""
+# How check_settings names each setting, and an unset one, in its errors: compute_advantages' arguments
+# here; config.py passes its keys instead.
+ARGUMENT_NAMES = {"baseline": "baseline", "K": "K", "quantile_rule": "quantile_rule", "mask": "mask",
+                  "over_verdicts": "penalty (the baseline over the verdicts)", "unset": "None"}
+
+
+def check_settings(baseline: str, K: float | None, quantile_rule: str = "linear", mask: str | None = None,
+                   over_verdicts: bool = False, names: dict[str, str] = ARGUMENT_NAMES) -> None:
+    """The rules on the advantage's settings, the one place they are written: compute_advantages
+    checks its arguments with them and config.py a run's `algorithm` section (with `names`, the
+    config keys). `over_verdicts`: the baseline is taken over the verifier's scores (`penalty` given).
+    K is set exactly when the baseline takes it (settings_of). Raises ValueError naming the setting.
+
+    >>> check_settings("mean", K=0.4)
+    Traceback (most recent call last):
+    ...
+    ValueError: K (0.4) is not used by the mean baseline, which takes no K; set it to None
+    """
+    unset = names["unset"]
+    if baseline not in BASELINES:
+        raise ValueError(f"{names['baseline']} must be one of {sorted(BASELINES)}, got {baseline!r} "
+                         "(the names in advantage.BASELINES)")
+    if K is not None and not 0.0 < K < 1.0:
+        raise ValueError(f"{names['K']} must be {unset} or strictly between 0 and 1, got {K}")
+    if quantile_rule not in QUANTILE_RULES:
+        raise ValueError(f"{names['quantile_rule']} must be one of {list(QUANTILE_RULES)}, got {quantile_rule!r}")
+    if mask not in MASKS:
+        raise ValueError(f"{names['mask']} must be one of {MASKS}, got {mask!r}")
+    if mask is not None and baseline != "quantile":
+        raise ValueError(f"{names['mask']} = {mask!r} masks the quantile baseline's regimes (paper section 5.3); "
+                         f"it needs {names['baseline']} = 'quantile', got {baseline!r}")
+    if mask is not None and over_verdicts:
+        raise ValueError(f"{names['over_verdicts']} cannot go with {names['mask']} = {mask!r}, which sets each "
+                         "response's baseline from the class rewards itself; use one of the two")
+    if "K" in settings_of(baseline) and K is None:
+        raise ValueError(f"{names['K']} must be set (0 < K < 1) for the {baseline} baseline, got {unset}")
+    if "K" not in settings_of(baseline) and K is not None:
+        raise ValueError(f"{names['K']} ({K}) is not used by the {baseline} baseline, which takes no K; "
+                         f"set it to {unset}")
+
+
+def check_tensors(rewards, mask, acc, penalty) -> None:
+    """compute_advantages' checks on the tensors it is given (shapes; the verdicts a mask needs)."""
     if rewards.dim() != 2:
         raise ValueError(f"rewards must have shape (P, G), got {tuple(rewards.shape)}")
-    if quantile_rule not in QUANTILE_RULES:
-        raise ValueError(f"quantile_rule must be one of {list(QUANTILE_RULES)}, got {quantile_rule!r}")
-    if K is not None and not 0.0 < K < 1.0:
-        raise ValueError(f"K must be strictly between 0 and 1 (or None for the mean baseline), got {K}")
-    if baseline is None:
-        baseline = "mean" if K is None else "quantile"
-    if baseline not in BASELINES:
-        raise ValueError(f"baseline must be one of the registered names {sorted(BASELINES)}, got {baseline!r}")
-    if baseline == "quantile" and K is None:
-        raise ValueError("baseline='quantile' needs K strictly between 0 and 1, got K=None")
-    if mask not in MASKS:
-        raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
-    if mask is not None:
-        if K is None:
-            raise ValueError(f"mask={mask!r} needs K, the level that splits hard (p <= 1 - K) from easy "
-                             "prompts; got K=None")
-        if acc is None:
-            raise ValueError(f"mask={mask!r} needs acc, the (P, G) bool verifier verdicts; got acc=None")
-        if acc.shape != rewards.shape:
-            raise ValueError(f"acc must have the shape of rewards {tuple(rewards.shape)}, got {tuple(acc.shape)}")
-        if baseline != "quantile":
-            raise ValueError(f"mask={mask!r} is an ablation of the quantile baseline and sets each response's "
-                             f"baseline itself; pass baseline=None or 'quantile', got {baseline!r}")
+    if mask is not None and acc is None:
+        raise ValueError(f"mask={mask!r} needs acc, the (P, G) bool verifier verdicts; got acc=None")
+    if acc is not None and mask is not None and acc.shape != rewards.shape:
+        raise ValueError(f"acc must have the shape of rewards {tuple(rewards.shape)}, got {tuple(acc.shape)}")
     if penalty is not None and penalty.shape != rewards.shape:
         raise ValueError(f"penalty must have the shape of rewards {tuple(rewards.shape)}, got {tuple(penalty.shape)}")
-    if penalty is not None and mask is not None:
-        raise ValueError(f"penalty (quantile over the verdicts) cannot go with mask={mask!r}, which takes its "
-                         "baselines from the class rewards")
-    return baseline
 
 
 # ----------------------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ class DataConfig:
 @dataclass
 class RolloutConfig:
     backend: Literal["hf", "vllm"] = "vllm"
-    """Sampler: the policy itself through rollout.py's HF loop (CPU, tests) or a colocated vLLM engine."""
+    """Sampler: the policy itself in infra/hf_sampler.py's loop (CPU, tests) or a colocated vLLM engine."""
     n: int = 16
     """G, responses sampled per prompt (the group of the group baseline)."""
     temperature: float = 1.0
@@ -99,33 +99,27 @@ class RolloutConfig:
     max_response_len: int = 20480
     """Maximum new tokens per response; longer ones are truncated and flagged."""
     gpu_memory_utilization: float | Literal["auto"] = 0.70
-    """vLLM: fraction of accelerator memory its engine may hold (weights + KV cache) while the training
-    state stays resident; auto = computed from the card's memory and the training state (infra/gpu_memory.py,
-    docs/gpu.md's rule: 0.70 for Qwen3-8B on 8 x 80 GiB, 0.83 on 8 x 141 GiB)."""
+    """vLLM: its share of accelerator memory (weights + KV cache); auto = infra/gpu_memory.py's rule (docs/gpu.md)."""
     max_num_batched_tokens: int = 16384
     """vLLM: tokens per engine step (the chunked-prefill budget)."""
     max_num_seqs: int = 256
-    """vLLM: sequences decoded concurrently; the engine's max_model_len is data.max_prompt_len +
-    rollout.max_response_len."""
+    """vLLM: sequences decoded at once; its max_model_len is data.max_prompt_len + rollout.max_response_len."""
     prompts_per_call: int = 0
-    """Prompts per generate call (0 = a rank's whole share). Calls are seeded by their global index,
-    so when this divides the per-rank share the samples do not depend on the number of processes."""
+    """Prompts per generate call (0 = a rank's whole share); each call is seeded by its global index."""
     enforce_eager: bool = False
     """vLLM: no CUDA graphs or torch.compile (starts faster, decodes slower; tests and CPU use true)."""
     logp_gap_max: float | Literal["auto"] | None = "auto"
-    """vLLM: the run stops on its first two steps after a start (warns later) when rollout/logp_diff_mean exceeds
-    this; auto = from model.dtype's noise, 1e-3 in float32/64, 0.05 in 16 bits (docs/gpu.md); null = off."""
+    """vLLM: rollout/logp_diff_mean above this stops a start's first 2 steps (warns later); auto: by dtype; null off."""
 
 
 @dataclass
 class RewardConfig:
     mode: Literal["verify", "dapo"] = "verify"
-    """verify: boxed or `Answer:` answers, equality decided mathematically; dapo: exactly verl's DAPO
-    reward (last `Answer:` line in the last 300 characters, normalised strings), for reproduction."""
+    """verify: boxed or `Answer:`, equal mathematically; dapo: exactly verl's DAPO reward (docs/reward.md)."""
     timeout_s: float = 2.0
     """Wall-clock bound per verified answer, enforced in a worker process."""
     workers: int | None = None
-    """Verifier worker processes; null = one per CPU core."""
+    """Verifier worker processes; null = min(4, the CPUs this process may use) (verifier/pool.py)."""
     overlong_buffer_len: int = 4096
     """DAPO overlong shaping: penalise the last this many tokens of the budget; 0 = off."""
     overlong_penalty_factor: float = 1.0
@@ -135,21 +129,19 @@ class RewardConfig:
 @dataclass
 class AlgorithmConfig:
     baseline: str = "quantile"
-    """Group baseline, a name in advantage.BASELINES: quantile (QAE) or mean (GRPO/DAPO)."""
+    """Group baseline, a name in advantage.BASELINES: quantile (QAE), mean (GRPO/DAPO), or a fork's."""
     K: float | None = 0.4
-    """Quantile level of the quantile baseline (paper: 0.4); null with any other baseline."""
+    """K, set for a baseline that takes it (the quantile baseline's level, paper: 0.4), null for one that does not."""
     quantile_rule: Literal["linear", "right_continuous"] = "linear"
     """torch.quantile interpolation (authors' code) or the paper's inf{x : F(x) >= K}."""
     quantile_of: Literal["shaped", "verdict"] = "shaped"
-    """What the baseline is taken over: the shaped rewards (as verl; an overlong failure can lift plain
-    failures above the quantile) or the verifier's scores, the overlong penalty added after (exact gate)."""
+    """What the baseline is taken over: the shaped rewards (as verl) or the verifier's scores (exact gate)."""
     norm_adv_by_std: bool = True
     """Divide advantages by the group std (verl default); false = Dr. GRPO style."""
     adv_mask: Literal["none", "pos", "neg"] = "none"
     """Paper ablations (section 5.3): pos = POS-MASK, neg = NEG-MASK; quantile baseline only."""
     regime_K: float | None = None
-    """K that splits hard (p <= 1 - K) from easy prompts in the logged regime fractions; null resolves
-    to K (quantile baseline) or 0.4 (other baselines), and the resolved value is what is saved."""
+    """K of the logged hard (p <= 1 - K) / easy split; null = algorithm.K when set, else 0.4 (saved resolved)."""
     dynamic_sampling: bool = True
     """DAPO: drop groups whose correctness all agrees and sample more until the batch is full."""
     max_num_gen_batches: int = 10
@@ -161,11 +153,9 @@ class AlgorithmConfig:
     clip_c: float = 10.0
     """Dual-clip bound for negative advantages (verl clip_ratio_c)."""
     tis_cap: float | None = None
-    """Truncated importance sampling: weight each token's loss by min(p_trainer / p_rollout, cap),
-    correcting the sampler/trainer mismatch (vLLM backend); null = off (paper: off)."""
+    """Truncated importance sampling: weight token losses by min(p_trainer / p_rollout, cap) (vLLM); null = off."""
     loss_agg: Literal["token-mean", "group-token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
-    """Loss normaliser (loss.py): token-mean = the mini-batch's global token count (verl); group-token-mean =
-    each prompt group's token count, then the mean over groups (the paper's equation)."""
+    """Loss normaliser (loss.AGGREGATIONS): token-mean as verl, group-token-mean as the paper's equation, ..."""
 
 
 @dataclass
@@ -191,8 +181,7 @@ class TrainerConfig:
     gen_batch_size: int | None = 1536
     """Prompts per generation batch under dynamic sampling; null = train_batch_size."""
     adaptive_gen_batch: bool = False
-    """Size each dynamic-sampling generation batch from the running keep rate (groups still needed /
-    keep rate, +25%), capped at gen_batch_size; false = always gen_batch_size, as verl (rollout.KeepRate)."""
+    """Size each generation batch from the keep rate (+25%, up to gen_batch_size); false = gen_batch_size, as verl."""
     mini_batch_size: int = 32
     """Prompts per optimizer step; train_batch_size / mini_batch_size steps per rollout batch."""
     ppo_epochs: int = 1
@@ -204,8 +193,7 @@ class TrainerConfig:
     sparse_update: bool = True
     """Skip zero-advantage responses in gradient passes (exact: they add no gradient)."""
     reuse_logprobs: bool = True
-    """Old log-probs from passes that already run (the first mini-batch's forward, the HF sampler's
-    logits) instead of a no-grad pass over every response; false = that plain pass."""
+    """Old log-probs from passes that run anyway, not a no-grad pass over every response; false = that pass."""
     total_steps: int = 300
     """Training steps (rollout batches)."""
     seed: int = 42
@@ -219,22 +207,19 @@ class TrainerConfig:
     require_cuda: bool = False
     """Stop at once on a machine without CUDA GPUs (the paper-scale configs set it)."""
     collective_timeout_min: float = 10.0
-    """Minutes a collective may wait for the slowest rank before NCCL's watchdog (gloo on a CPU) ends the
-    run; set on every process group the run creates (infra/launch.py). 10 = NCCL's and DeepSpeed's default."""
+    """Minutes a collective waits for the slowest rank before the run ends (infra/launch.py); 10 = NCCL's default."""
 
 
 @dataclass
 class DeepSpeedConfig:
     zero_stage: Literal[0, 3] = 3
-    """DeepSpeed ZeRO stage of the update: 3 shards parameters, gradients and optimizer state over
-    the processes; 0 = no DeepSpeed (one process, or plain data parallel)."""
+    """DeepSpeed ZeRO stage: 3 shards parameters, gradients and optimizer state; 0 = no DeepSpeed."""
     offload_optimizer: Literal["none", "cpu"] = "none"
     """Keep the optimizer state (and fp32 master weights) in host memory."""
     offload_param: Literal["none", "cpu"] = "none"
     """Keep the partitioned parameters in host memory between uses."""
     grad_accum_fp32: bool = True
-    """Accumulate gradients over micro-batches in fp32 even for a bf16 model (DeepSpeed
-    `data_types.grad_accum_dtype`; docs/gpu.md has its memory cost)."""
+    """Accumulate gradients in fp32 even for a bf16 model (DeepSpeed grad_accum_dtype; memory: docs/gpu.md)."""
 
 
 @dataclass
@@ -266,9 +251,7 @@ class LoggingConfig:
     num_completions: int = 2
     """Sampled completions written as text each step."""
     entropy_sample: float = 1.0
-    """Responses outside every gradient pass (advantage 0) that get a forward for the entropy and covariance
-    metrics when the sampler reports no log-probs (vLLM): a fraction in (0, 1] (1 = all), or a count per step
-    over all ranks (a whole number > 1). The HF sampler reports them for every response at no cost."""
+    """A = 0 responses given a forward for the entropy metrics (vLLM): a fraction in (0, 1], or a count > 1."""
 
 
 @dataclass
@@ -298,9 +281,27 @@ def from_dict(data: dict | None, overrides: list[str] = (), origin: dict | None 
     keys = all_keys(Config)
     for item in overrides:
         set_override(data, item, keys, origin)
+    cfg = build(Config, data, origin)
+    check_advantage_settings(cfg.algorithm)
+    return validate(cfg)
+
+
+# How advantage.check_settings names the `algorithm` section's settings in a config's errors.
+ADVANTAGE_KEYS = {"baseline": "config key `algorithm.baseline`", "K": "config key `algorithm.K`",
+                  "quantile_rule": "config key `algorithm.quantile_rule`", "mask": "config key `algorithm.adv_mask`",
+                  "over_verdicts": "config key `algorithm.quantile_of: verdict` (the baseline over the verifier's "
+                                   "scores)", "unset": "null"}
+
+
+def check_advantage_settings(algo: AlgorithmConfig) -> None:
+    """The advantage's settings, checked by advantage.py's own rules (the ones compute_advantages applies)."""
     import advantage  # its registry of baselines names the valid `algorithm.baseline` values
 
-    return validate(build(Config, data, origin), advantage.BASELINES)
+    try:
+        advantage.check_settings(algo.baseline, algo.K, algo.quantile_rule, None if algo.adv_mask == "none"
+                                 else algo.adv_mask, over_verdicts=algo.quantile_of == "verdict", names=ADVANTAGE_KEYS)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def load(name: str, overrides: list[str] = ()) -> Config:

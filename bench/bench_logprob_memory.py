@@ -1,8 +1,9 @@
 """Peak memory of the chunked log-prob + entropy path against the naive full-vocabulary path.
 
-At Qwen's vocabulary (V = 151,936) the naive path builds (B*T, V) fp32 logits, log-softmax and
-probabilities; the chunked path (infra.logprobs.token_logprobs_from_hidden) projects and reduces a chunk
-of tokens at a time and recomputes chunks in backward. Both run on the same inputs in this one
+At Qwen's vocabulary (V = 151,936) the naive path (infra.logprobs.logprob_entropy on the whole
+logits) builds (B*T, V) fp32 logits and probabilities; the chunked path
+(infra.logprobs.token_logprobs_from_hidden) projects and reduces a chunk of tokens at a time and
+recomputes chunks in backward. Both run on the same inputs in this one
 process, forward and backward (the gradient pass of training) and forward only (the no-grad
 old-logprob pass); the script prints the peak memory above the inputs, the max abs difference of
 log-probs, entropies and gradients, and last `peak_memory_ratio=<chunked/naive>` (the worse of
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from infra.logprobs import naive_token_logprobs, token_logprobs_from_hidden  # noqa: E402
+from infra.logprobs import logprob_entropy, token_logprobs_from_hidden  # noqa: E402
 
 
 def _status_kib(field: str) -> int:
@@ -48,7 +49,7 @@ def run(path: str, hidden, head, targets, train: bool):
     h = hidden.detach().requires_grad_(train)
     with torch.set_grad_enabled(train):
         if path == "naive":
-            logp, ent = naive_token_logprobs(head(h), targets)  # (B, T, V) fp32 tensors inside
+            logp, ent = logprob_entropy(head(h), targets)  # (B, T, V) fp32 tensors inside
         else:
             logp, ent = token_logprobs_from_hidden(h, head, targets)
         if train:

@@ -22,5 +22,6 @@ fork changes the algorithm at the root without reading this package.
     config_checks.py  the config's cross-field checks and derived values, run on every config built
     cli.py            a bad command line in one `error:` line, exit code 2
     diagnostics.py    the advantage's statistics, gate violations, entropy split by advantage sign
-    logger.py         every metric documented, one step's metrics from all ranks' sums, JSONL, wandb, plots
+    logger.py         every metric documented, one step's metrics from all ranks' sums, JSONL, wandb
+    plots.py          metrics.png: held-out pass@k first, then the per-step metrics smoothed over raw points
 """

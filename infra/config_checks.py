@@ -1,7 +1,8 @@
 """The config's cross-field checks: every value that cannot run is refused before anything
 expensive starts, in one line naming the key and the fix, and every derived value is resolved
 (`algorithm.regime_K`, `rollout.logp_gap_max`), so the saved config is exactly what runs. config.py calls `validate` on
-every config it builds.
+every config it builds, after checking the advantage's settings (baseline, K, quantile rule, mask) with
+advantage.check_settings, the rules compute_advantages applies, which are not repeated here.
 """
 
 from __future__ import annotations
@@ -13,31 +14,18 @@ from infra.config_loader import ConfigError
 LOGP_GAP_NOISE = {"float32": 1e-3, "float64": 1e-3, "bfloat16": 0.05, "float16": 0.05}
 
 
-def validate(cfg, baselines) -> object:
+def validate(cfg) -> object:
     """Reject what cannot run, naming the key and the fix; resolve derived values. Returns cfg.
-    `baselines`: the names `algorithm.baseline` may take (advantage.BASELINES)."""
+    The advantage's own settings (baseline, K, quantile rule, mask) are checked before, by
+    advantage.py's rules (config.check_advantage_settings)."""
     algo, rollout, trainer, optim, evaluation = cfg.algorithm, cfg.rollout, cfg.trainer, cfg.optim, cfg.eval
 
     def need(ok: bool, msg: str):
         if not ok:
             raise ConfigError(msg)
 
-    need(algo.baseline in baselines,
-         f"config key `algorithm.baseline` must be one of {sorted(baselines)}, got {algo.baseline!r}")
-    for key, K in (("algorithm.K", algo.K), ("algorithm.regime_K", algo.regime_K)):
-        need(K is None or 0.0 < K < 1.0, f"config key `{key}` must be null or strictly between 0 and 1, got {K}")
-    if algo.baseline == "quantile":
-        need(algo.K is not None, "config key `algorithm.K` must be set (0 < K < 1) for the quantile baseline; "
-             "for the group mean set `algorithm.baseline: mean`")
-    else:
-        need(algo.K is None, f"config key `algorithm.K` ({algo.K}) is only used by the quantile baseline; "
-             f"with `algorithm.baseline: {algo.baseline}` set it to null")
-        need(algo.adv_mask == "none", f"config key `algorithm.adv_mask` ({algo.adv_mask}) masks the quantile "
-             "baseline's regimes (paper section 5.3); it needs `algorithm.baseline: quantile`")
-    need(algo.quantile_of == "shaped" or algo.adv_mask == "none",
-         f"config key `algorithm.quantile_of: verdict` takes the baseline over the verifier's scores, but "
-         f"`algorithm.adv_mask: {algo.adv_mask}` sets each response's baseline from the class rewards itself; "
-         "use one of the two")
+    need(algo.regime_K is None or 0.0 < algo.regime_K < 1.0,
+         f"config key `algorithm.regime_K` must be null or strictly between 0 and 1, got {algo.regime_K}")
     if algo.regime_K is None:  # resolved here, so the saved config says what was used
         algo.regime_K = algo.K if algo.K is not None else 0.4
     need(rollout.n >= 2, f"config key `rollout.n` must be >= 2 for a group baseline, got {rollout.n}")

@@ -4,7 +4,7 @@ diagnostics split by advantage sign, as sums that add up across ranks.
 
     advantage_stats(adv, reward, acc, regime_K)   # adv/* metrics, (P, G) inputs
     entropy_sums_by_sign(entropy, adv)            # -> entropy_by_sign after the ranks' sums
-    covariance_sums(logp, adv)                    # -> entropy_covariance_from_sums likewise
+    covariance_sums(logp, adv)                    # -> entropy_covariance_from_sums likewise (Cov(logp, A))
 
 The covariance is the entropy dynamics of Cui et al. 2025 (arXiv 2505.22617), which the paper's
 section 4 builds on: to first order a policy-gradient step changes entropy by -lr * Cov(logp, A).
@@ -37,7 +37,9 @@ def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, 
     - zero_var_frac:   fraction of groups whose rewards are all equal (no signal under any baseline)
     - mean/min/max of the advantage over responses
     """
-    hard = acc.float().mean(dim=1) <= 1.0 - regime_K + 1e-9  # (P,) success rate p <= 1 - K, as advantage.hard_prompts
+    # (P,) p <= 1 - K: advantage.hard_prompts' rule, which infra cannot import (it imports no component);
+    # tests/test_advantage.py holds the two equal at every success count.
+    hard = acc.float().mean(dim=1) <= 1.0 - regime_K + 1e-9  # (P,)
     return {
         "zero_frac": (adv == 0).float().mean().item(),
         "hard_frac": hard.float().mean().item(),
@@ -85,31 +87,11 @@ def entropy_by_sign(sums: torch.Tensor) -> dict[str, float]:
     return {sign: means[i].item() for i, sign in enumerate(SIGNS)}
 
 
-def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float]:
-    """The covariance form of the entropy dynamics of Cui et al. 2025 (arXiv 2505.22617), which
-    the paper's section 4 builds on (it is not one of the paper's plotted metrics): to first
-    order a policy-gradient step changes entropy by -lr * Cov(logp, A), the covariance over
-    sampled tokens of their log-probability and advantage. Split into the parts contributed by
-    positive- and negative-advantage tokens (zero-advantage tokens add
-    (logp - mean) * (0 - mean A) / N).
-
-    logp, adv: (N,) over response tokens (adv repeated per token of its response).
-
-    >>> d = entropy_covariance(torch.tensor([-1., -3., -2., -2.]), torch.tensor([1., -1., 0., 0.]))
-    >>> d["total"], d["pos"], d["neg"]
-    (0.5, 0.25, 0.25)
-    """
-    dl, da = logp - logp.mean(), adv - adv.mean()  # (N,), (N,)
-    prod = dl * da / logp.numel()  # (N,)
-    return {"total": prod.sum().item(), "pos": prod[adv > 0].sum().item(), "neg": prod[adv < 0].sum().item()}
-
-
 def covariance_sums(logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
-    """Sufficient statistics of `entropy_covariance` that add up across ranks.
+    """Sufficient statistics of the covariance diagnostic that add up across ranks.
 
     logp, adv: (N,) -> (3, 4): rows all / positive-A / negative-A tokens, columns
-    sum(logp * A), sum(logp), sum(A), count. `entropy_covariance_from_sums` of the sum over ranks
-    equals `entropy_covariance` of the concatenated tokens.
+    sum(logp * A), sum(logp), sum(A), count. Sum over ranks, then `entropy_covariance_from_sums`.
     """
     rows = [torch.ones_like(adv, dtype=torch.bool), adv > 0, adv < 0]
     lp, a = logp.double(), adv.double()
@@ -117,10 +99,18 @@ def covariance_sums(logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
 
 
 def entropy_covariance_from_sums(sums: torch.Tensor) -> dict[str, float]:
-    """`entropy_covariance` from `covariance_sums` (summed over ranks).
-
-    Over a token subset S, sum_S (l - mean l)(a - mean a) / N
+    """The covariance form of the entropy dynamics of Cui et al. 2025 (arXiv 2505.22617), which the
+    paper's section 4 builds on (not one of the paper's plotted metrics): to first order a
+    policy-gradient step changes entropy by -lr * Cov(logp, A), the covariance over sampled tokens
+    of their log-probability and advantage; split into the parts of positive- and negative-advantage
+    tokens (zero-advantage tokens add (logp - mean) * (0 - mean A) / N). From `covariance_sums`
+    summed over ranks: over a token subset S, sum_S (l - mean l)(a - mean a) / N
     = (sum_S l*a - mean_a * sum_S l - mean_l * sum_S a + |S| * mean_l * mean_a) / N.
+
+    >>> logp, adv = torch.tensor([-1., -3., -2., -2.]), torch.tensor([1., -1., 0., 0.])
+    >>> d = entropy_covariance_from_sums(covariance_sums(logp, adv))
+    >>> d["total"], d["pos"], d["neg"]
+    (0.5, 0.25, 0.25)
     """
     n = sums[0, 3].clamp(min=1)
     mean_l, mean_a = sums[0, 1] / n, sums[0, 2] / n

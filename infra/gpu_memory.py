@@ -4,7 +4,7 @@ training state that stays resident next to the engine (docs/gpu.md, "Memory: Qwe
 vLLM's budget is a fraction of the card's total memory, counted over what its engine allocates
 (weights, activations, CUDA graphs, KV cache); the training side's memory comes on top. So
 
-    fraction = (card - resident - margin) / card,  rounded down to 0.01, at most 0.90
+    fraction = (card - resident - margin) / card,  rounded down to 0.01, at most 0.92
     resident = training state + DeepSpeed's gradient reduce bucket + CUDA context
     training state per GPU, ZeRO-3 over W GPUs, N parameters of b bytes (b = 2 in bf16):
              = (b parameters + g gradient accumulation + 4 fp32 master + 8 Adam m, v) x N / W,
@@ -18,7 +18,7 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 3. `deepspeed.zero_stage: 0`: every GPU holds the whole model, its gradient and torch's AdamW state
    in the parameters' dtype, 4 b x N, and no reduce bucket.
 4. Evaluation (eval.py, `training=False`) counts no training state: the policy stays on the CPU next to vLLM.
-5. At most 0.90 (vLLM's default); a fraction too small for the weights and one full sequence is a ConfigError.
+5. At most 0.92 (vLLM's default); a fraction too small for the weights and one full sequence is a ConfigError.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from config import ConfigError
 GiB = 2**30
 MARGIN, CONTEXT, ENGINE_EXTRA = 3.5 * GiB, 2 * GiB, 3 * GiB  # choice 1; ENGINE_EXTRA: vLLM's activations, graphs
 REDUCE_BUCKET = 5e8  # DeepSpeed reduce_bucket_size default, elements (choice 1)
-MAX_FRACTION = 0.90  # choice 5
+MAX_FRACTION = 0.92  # choice 5: vLLM 0.32's and 0.33's CacheConfig.gpu_memory_utilization
 BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
 
 
@@ -52,7 +52,7 @@ def resident_bytes(n_params: int, world: int, cfg: config.Config, training: bool
 
 
 def fraction(total_bytes: int, n_params: int, world: int, cfg: config.Config, training: bool = True) -> float:
-    """(card - resident - margin) / card, rounded down to 0.01, at most 0.90."""
+    """(card - resident - margin) / card, rounded down to 0.01, at most 0.92."""
     free = total_bytes - resident_bytes(n_params, world, cfg, training) - MARGIN
     return min(MAX_FRACTION, math.floor(100 * free / total_bytes + 1e-9) / 100)
 

@@ -317,7 +317,9 @@ class MetricsLogger:
 
     def close(self) -> None:
         if self.enabled and self.path.exists():
-            plot_metrics([self.path], self.dir / "metrics.png")
+            from infra.plots import plot_metrics  # held-out pass@k first, then the smoothed per-step metrics
+
+            plot_metrics({self.dir.name: read_metrics(self.path)}, self.dir / "metrics.png")
         if self.run is not None:
             self.run.finish()
 
@@ -334,30 +336,3 @@ def keep_rows_up_to(path: Path, step: int) -> None:
 
 def read_metrics(path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
-DEFAULT_PLOT = ("reward/mean", "reward/acc", "policy/entropy", "adv/zero_frac", "response/len_mean")
-
-
-def plot_metrics(paths, out_png, keys=DEFAULT_PLOT, labels=None) -> None:
-    """One panel per metric against step, one line per metrics file (runs side by side)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 2.8))
-    for path, label in zip(paths, labels or [Path(p).parent.name for p in paths]):
-        rows = read_metrics(path)
-        for ax, key in zip(axes, keys):
-            pts = [(r["step"], r[key]) for r in rows if key in r and r[key] is not None and math.isfinite(r[key])]
-            if pts:
-                ax.plot(*zip(*pts), label=label, linewidth=1.2)
-    for ax, key in zip(axes, keys):
-        ax.set_title(key, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=90)
-    plt.close(fig)

@@ -26,26 +26,16 @@ CHUNK_ELEMENTS = 1 << 25  # fp32 elements per chunk of logits (128 MiB): 220 tok
 # ----------------------------------------------------------------------------------------------
 
 
-def naive_token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0):
-    """The plain full-vocabulary version, for tests and the memory benchmark.
-
-    logits (B, T, V), targets (B, T) -> logp (B, T), entropy (B, T), both fp32.
-    """
-    z = logits.float() / temperature  # (B, T, V) fp32
-    lse = torch.logsumexp(z, dim=-1)  # (B, T)
-    logp = z.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse  # (B, T)
-    entropy = lse - (torch.softmax(z, dim=-1) * z).sum(-1)  # (B, T)
-    return logp, entropy
-
-
-def _chunk_logprob_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: float):
-    """logits (N, V) in any dtype, targets (N,) -> logp (N,), entropy (N,) in fp32.
+def logprob_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0):
+    """logits (..., V) in any dtype, targets (...) -> logp (...), entropy (...) in fp32: one chunk of
+    the chunked paths below, or, given the whole (B, T, V) at once, the plain full-vocabulary version
+    they equal (the tests' and the memory benchmark's reference).
 
     Uses H = logsumexp(z) - sum_v softmax(z)_v * z_v: no log-softmax tensor, and in fp32 it is
     ~10x more accurate at V = 151,936 than -sum p log p, whose V terms of size ~log V add up
     rounding errors of ~1e-5 (measured against fp64).
     """
-    z = logits.float() / temperature  # (N, V) fp32, one chunk only
+    z = logits.float() / temperature  # (N, V) fp32 for one chunk of N tokens
     lse = torch.logsumexp(z, dim=-1)  # (N,)
     logp = z.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse  # (N,)
     entropy = lse - (torch.softmax(z, dim=-1) * z).sum(-1)  # (N,)
@@ -73,11 +63,11 @@ def token_logprobs(
     """Log-probability and entropy of each target token, chunked over tokens.
 
     logits (B, T, V), targets (B, T) -> logp (B, T), entropy (B, T), both fp32.
-    Equal to `naive_token_logprobs` (to float rounding) without its (B, T, V) fp32 tensors.
+    Equal to `logprob_entropy` of the whole (B, T, V) (to float rounding) without its (B, T, V) fp32 tensors.
     """
     B, T, V = logits.shape
     chunk_tokens = chunk_tokens or max(1, CHUNK_ELEMENTS // V)
-    fn = lambda z, t: _chunk_logprob_entropy(z, t, temperature)  # noqa: E731
+    fn = lambda z, t: logprob_entropy(z, t, temperature)  # noqa: E731
     logp, entropy = _chunked(fn, logits.reshape(B * T, V), targets.reshape(B * T), chunk_tokens)
     return logp.view(B, T), entropy.view(B, T)
 
@@ -98,6 +88,6 @@ def token_logprobs_from_hidden(
     if chunk_tokens is None:
         V = getattr(lm_head, "out_features", None) or lm_head(hidden[:1, :1].reshape(1, H)).shape[-1]
         chunk_tokens = max(1, CHUNK_ELEMENTS // V)
-    fn = lambda h, t: _chunk_logprob_entropy(lm_head(h), t, temperature)  # noqa: E731
+    fn = lambda h, t: logprob_entropy(lm_head(h), t, temperature)  # noqa: E731
     logp, entropy = _chunked(fn, hidden.reshape(B * T, H), targets.reshape(B * T), chunk_tokens)
     return logp.view(B, T), entropy.view(B, T)

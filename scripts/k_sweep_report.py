@@ -29,7 +29,7 @@ Choices, numbered:
 3. Spread over seeds: the sample standard deviation (divisor n - 1); 0 for a single seed.
 4. A value a run logged as null or NaN (policy/entropy_zero has no tokens under the mean baseline,
    which gives no response exactly zero advantage) is left out of that run's means.
-5. Smoothing is plot_runs.smooth (a trailing mean, so no point uses later steps); the band is
+5. Smoothing is infra.plots.smooth (a trailing mean, so no point uses later steps); the band is
    drawn over the steps every seed of a baseline logged.
 """
 
@@ -47,8 +47,8 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # plot_runs, next to this file
-from plot_runs import curve, smooth  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: infra.plots
+from infra.plots import curve, smooth  # noqa: E402
 
 BEGIN, END = "<!-- k_sweep:begin -->", "<!-- k_sweep:end -->"
 PANELS = ("policy/entropy", "policy/entropy_pos", "policy/entropy_neg", "entropy_cov/pos",

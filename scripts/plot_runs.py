@@ -2,73 +2,30 @@
 
     python scripts/plot_runs.py runs/tiny_qae runs/tiny_dapo --labels QAE DAPO --smooth 5 --out runs/qae_vs_dapo.png
 
-Each run is the metrics.jsonl train.py writes (or the run folder holding it). One panel per
-metric, against step, one line per run; by default reward/mean, reward/acc, policy/entropy,
-adv/zero_frac and response/len_mean (logger.DEFAULT_PLOT; their meaning: logger.METRICS).
-
-Choices, numbered:
-1. Smoothing is a trailing mean over the last `--smooth` logged points (fewer at the start), so
-   no point uses later steps; the raw curve is drawn faintly behind the smoothed one.
-2. A value a run did not log, or logged as null or NaN, is left out of that run's line.
+Each run is the metrics.jsonl train.py writes (or the run folder holding it). The panels are those
+of a run's own metrics.png, one colour per run (infra/plots.py, whose choices apply): by default
+held-out pass@1 and pass@k against the training steps behind the evaluated weights, then
+reward/mean, reward/acc, policy/entropy, adv/zero_frac and response/len_mean against step
+(plots.DEFAULT_PLOT; their meaning: logger.METRICS), each a trailing mean over `--smooth` steps
+drawn over the faint raw points (1 = raw lines only).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the flat modules at the repo root
 
-from infra.logger import DEFAULT_PLOT, read_metrics  # noqa: E402
-
-
-def smooth(values: list[float], window: int) -> list[float]:
-    """Trailing mean over the last `window` values (choice 1).
-
-    >>> smooth([1.0, 2.0, 3.0, 4.0], 2)
-    [1.0, 1.5, 2.5, 3.5]
-    """
-    return [sum(values[max(0, i - window + 1) : i + 1]) / (i + 1 - max(0, i - window + 1)) for i in range(len(values))]
-
-
-def curve(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
-    """(steps, values) of one metric, skipping steps that lack it (choice 2)."""
-    points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
-    return [s for s, _ in points], [v for _, v in points]
+from infra.logger import read_metrics  # noqa: E402
+from infra.plots import DEFAULT_PLOT, plot_metrics  # noqa: E402
 
 
 def plot_runs(runs: dict[str, list[dict]], out_png: Path, keys=DEFAULT_PLOT, window: int = 1) -> None:
-    """One panel per metric, one line per run (label -> metrics rows)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    cols = min(3, len(keys))
-    n_rows = -(-len(keys) // cols)
-    fig, axes = plt.subplots(n_rows, cols, figsize=(4.0 * cols, 3.0 * n_rows), squeeze=False)
-    for ax in axes.flat[len(keys) :]:
-        ax.axis("off")
-    for ax, key in zip(axes.flat, keys):
-        for color, (label, rows) in enumerate(runs.items()):
-            steps, values = curve(rows, key)
-            if window > 1:
-                ax.plot(steps, values, color=f"C{color}", alpha=0.25, linewidth=0.8)
-            ax.plot(steps, smooth(values, window), color=f"C{color}", label=label, linewidth=1.4)
-        ax.set_title(key, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.tick_params(labelsize=7)
-    axes[0][0].legend(fontsize=8)
-    if window > 1:
-        fig.suptitle(f"trailing mean over {window} steps (raw faint)", fontsize=8)
-    fig.tight_layout()
+    """One panel per metric, one colour per run (label -> metrics rows)."""
     out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
+    plot_metrics(runs, out_png, keys, window)
 
 
 def main(argv=None) -> None:

@@ -47,8 +47,9 @@ def test_unnormalised_is_reward_minus_quantile():
 def test_binary_reward_scales_give_same_advantages():
     for c in range(1, 16):
         for K in (None, 0.2, 0.4, 0.6, 0.8):
-            a01 = compute_advantages(group(c, low=0.0), K=K)
-            apm = compute_advantages(group(c), K=K)
+            baseline = "mean" if K is None else "quantile"
+            a01 = compute_advantages(group(c, low=0.0), K=K, baseline=baseline)
+            apm = compute_advantages(group(c), K=K, baseline=baseline)
             torch.testing.assert_close(a01, apm, atol=1e-5, rtol=1e-5)
 
 
@@ -81,8 +82,8 @@ def test_mean_baseline():
     r = torch.tensor([[1.0, 2.0, 3.0, 6.0]])
     # mean 3, unbiased std sqrt((4 + 1 + 0 + 9) / 3) = sqrt(14 / 3)
     expected = (r - 3.0) / (math.sqrt(14 / 3) + 1e-6)
-    torch.testing.assert_close(compute_advantages(r, K=None), expected)
-    torch.testing.assert_close(compute_advantages(r, K=None, norm_by_std=False), r - 3.0)
+    torch.testing.assert_close(compute_advantages(r, K=None, baseline="mean"), expected)
+    torch.testing.assert_close(compute_advantages(r, K=None, baseline="mean", norm_by_std=False), r - 3.0)
 
 
 def test_shaped_rewards_follow_torch_quantile():
@@ -99,16 +100,19 @@ def test_shaped_rewards_follow_torch_quantile():
 
 
 def test_group_of_one_and_zero_variance():
-    torch.testing.assert_close(compute_advantages(torch.tensor([[0.7], [-1.0]])), torch.tensor([[0.7], [-1.0]]))
+    # As verl: a lone response has baseline 0 and std 1, so A = r / (1 + eps), or r without the std.
+    r = torch.tensor([[0.7], [-1.0]])
+    assert torch.equal(compute_advantages(r), r / (1.0 + 1e-6))
+    assert torch.equal(compute_advantages(r, K=None, baseline="mean", norm_by_std=False), r)
     assert torch.all(compute_advantages(group(0)) == 0)
     assert torch.all(compute_advantages(group(16)) == 0)
-    assert torch.all(compute_advantages(group(16), K=None) == 0)
+    assert torch.all(compute_advantages(group(16), K=None, baseline="mean") == 0)
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="K must be strictly between 0 and 1"):
+    with pytest.raises(ValueError, match="K must be None or strictly between 0 and 1"):
         compute_advantages(group(3), K=1.5)
-    with pytest.raises(ValueError, match="K must be strictly between 0 and 1"):
+    with pytest.raises(ValueError, match="K must be None or strictly between 0 and 1"):
         compute_advantages(group(3), K=0.0)
     with pytest.raises(ValueError, match="quantile_rule"):
         compute_advantages(group(3), quantile_rule="nearest")
@@ -200,7 +204,7 @@ def test_mask_groups_without_one_class():
 
 def test_mask_bad_arguments():
     r = group(3)
-    with pytest.raises(ValueError, match="needs K"):
+    with pytest.raises(ValueError, match=r"K must be set \(0 < K < 1\) for the quantile baseline"):
         compute_advantages(r, K=None, mask="pos", acc=r > 0)
     with pytest.raises(ValueError, match="needs acc"):
         compute_advantages(r, mask="neg")
@@ -208,8 +212,10 @@ def test_mask_bad_arguments():
         compute_advantages(r, mask="neg", acc=torch.ones(1, 8, dtype=torch.bool))
     with pytest.raises(ValueError, match="mask must be one of"):
         compute_advantages(r, mask="both", acc=r > 0)
-    with pytest.raises(ValueError, match="ablation of the quantile baseline"):
-        compute_advantages(r, mask="pos", acc=r > 0, baseline="mean")
+    with pytest.raises(ValueError, match="masks the quantile baseline's regimes"):
+        compute_advantages(r, K=None, mask="pos", acc=r > 0, baseline="mean")
+    with pytest.raises(ValueError, match=r"penalty \(the baseline over the verdicts\) cannot go with mask"):
+        compute_advantages(r, mask="pos", acc=r > 0, penalty=torch.zeros_like(r))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,29 +224,49 @@ def test_mask_bad_arguments():
 
 
 def test_baseline_names_and_defaults():
+    # The baseline is its name alone; K is set exactly when the baseline takes it.
     r = torch.cat([group(3), group(12)])
-    torch.testing.assert_close(compute_advantages(r, baseline="mean"), compute_advantages(r, K=None))  # K unused
-    assert torch.equal(compute_advantages(r, baseline="quantile"), compute_advantages(r))  # None = quantile
-    with pytest.raises(ValueError, match=r"registered names \['mean', 'quantile'\], got 'median'"):
+    assert torch.equal(compute_advantages(r, K=0.4, baseline="quantile"), compute_advantages(r))  # the default
+    assert advantage.settings_of("quantile") == ["K", "quantile_rule"] and advantage.settings_of("mean") == []
+    with pytest.raises(ValueError, match=r"must be one of \['mean', 'quantile'\], got 'median'"):
         compute_advantages(r, baseline="median")
-    with pytest.raises(ValueError, match="needs K"):
-        compute_advantages(r, K=None, baseline="quantile")
+    with pytest.raises(ValueError, match=r"K must be set \(0 < K < 1\) for the quantile baseline, got None"):
+        compute_advantages(r, K=None)  # no longer the mean: the baseline is not chosen by K
+    with pytest.raises(ValueError, match=r"K \(0.4\) is not used by the mean baseline, which takes no K"):
+        compute_advantages(r, baseline="mean")
 
 
 def test_a_fork_adds_the_median_baseline(monkeypatch):
-    # The README's forking example: one function and one registry entry.
+    # A baseline without K: one function and one registry entry, called with the reward alone.
     def median_baseline(reward: torch.Tensor) -> torch.Tensor:
         return reward.median(dim=1, keepdim=True).values  # (P, 1); the lower middle for even G
 
-    monkeypatch.setitem(BASELINES, "median", lambda reward, K, quantile_rule: median_baseline(reward))
+    monkeypatch.setitem(BASELINES, "median", median_baseline)
     r = torch.tensor([[1.0, -1.0, -1.0, 1.0], [1.0, 1.0, 1.0, -1.0], [3.0, 0.0, 1.0, 2.0]])
     # Medians -1, 1, 1; unbiased stds sqrt(4/3), 1, sqrt(5/3).
-    adv = compute_advantages(r, baseline="median")
+    adv = compute_advantages(r, K=None, baseline="median")
     assert adv[0].tolist() == pytest.approx([1.7321, 0, 0, 1.7321], abs=1e-4)
     assert adv[1].tolist() == pytest.approx([0, 0, 0, -2.0], abs=1e-4)
     assert adv[2].tolist() == pytest.approx([1.5492, -0.7746, 0, 0.7746], abs=1e-4)
-    assert compute_advantages(r, baseline="median", norm_by_std=False)[2].tolist() == [2.0, -1.0, 0.0, 1.0]
+    assert compute_advantages(r, K=None, baseline="median", norm_by_std=False)[2].tolist() == [2.0, -1.0, 0.0, 1.0]
     assert "median" in BASELINES and advantage.BASELINES is BASELINES
+    with pytest.raises(ValueError, match="not used by the median baseline"):
+        compute_advantages(r, K=0.4, baseline="median")
+
+
+def test_a_forked_baseline_gets_K_and_the_rule_it_names(monkeypatch):
+    seen = []
+
+    def spy(reward, K):  # takes K, not quantile_rule
+        seen.append(K)
+        return reward.amin(dim=1, keepdim=True)  # (P, 1)
+
+    monkeypatch.setitem(BASELINES, "spy", spy)
+    assert advantage.settings_of("spy") == ["K"]
+    compute_advantages(group(3), K=0.3, baseline="spy", quantile_rule="right_continuous")
+    assert seen == [0.3]
+    with pytest.raises(ValueError, match="K must be set"):
+        compute_advantages(group(3), K=None, baseline="spy")
 
 
 def test_dynamic_sampling_keep():
@@ -264,8 +290,30 @@ def test_advantage_stats():
     assert s["mean"] == pytest.approx((3 * 2.48069 - 4 * 2.23607) / 64, abs=1e-4)
 
 
+def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float]:
+    """The plain covariance diagnostic over one set of tokens: Cov(logp, A) and its parts from A > 0
+    and A < 0 tokens. logp, adv: (N,)."""
+    dl, da = logp - logp.mean(), adv - adv.mean()  # (N,), (N,)
+    prod = dl * da / logp.numel()  # (N,)
+    return {"total": prod.sum().item(), "pos": prod[adv > 0].sum().item(), "neg": prod[adv < 0].sum().item()}
+
+
+def test_logged_regime_split_is_the_masks_split():
+    # diagnostics.advantage_stats writes advantage.hard_prompts' rule out again (infra imports no
+    # component); the two must agree at every success count, for every G and K, edges included.
+    for G in range(1, 17):
+        for K in (0.05, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.95):
+            for correct in range(G + 1):
+                acc = torch.tensor([[True] * correct + [False] * (G - correct)])  # (1, G)
+                adv = torch.zeros(1, G)
+                assert advantage_stats(adv, adv, acc, K)["hard_frac"] == float(hard_prompts(acc, K)), (G, K, correct)
+
+
 def test_entropy_covariance_from_rank_sums_equals_plain():
-    from infra.diagnostics import covariance_sums, entropy_covariance, entropy_covariance_from_sums
+    from infra.diagnostics import covariance_sums, entropy_covariance_from_sums
+
+    hand = entropy_covariance(torch.tensor([-1.0, -3.0, -2.0, -2.0]), torch.tensor([1.0, -1.0, 0.0, 0.0]))
+    assert hand == {"total": 0.5, "pos": 0.25, "neg": 0.25}  # mean logp -2, mean A 0: (1*1 + 1*1) / 4
 
     g = torch.Generator().manual_seed(0)
     logp = -torch.rand(1000, generator=g) * 5

@@ -1,5 +1,7 @@
 """config.py: loading, typed overrides, clear errors, round trip."""
 
+import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -181,11 +183,14 @@ def test_base_chain_merges_key_by_key_and_errors_name_the_file(tmp_path):
 
 @pytest.mark.parametrize("overrides, message", [
     (["algorithm.baseline=median"], "`algorithm.baseline` must be one of ['mean', 'quantile'], got 'median'"),
-    (["algorithm.K=null"], "`algorithm.K` must be set (0 < K < 1) for the quantile baseline"),
-    (["algorithm.baseline=mean"], "`algorithm.K` (0.4) is only used by the quantile baseline"),
+    (["algorithm.K=null"], "`algorithm.K` must be set (0 < K < 1) for the quantile baseline, got null"),
+    (["algorithm.baseline=mean"], "`algorithm.K` (0.4) is not used by the mean baseline, which takes no K; set it "
+                                  "to null"),
     (["algorithm.baseline=mean", "algorithm.K=null", "algorithm.adv_mask=pos"],
-     "it needs `algorithm.baseline: quantile`"),
-    (["algorithm.adv_mask=neg", "algorithm.quantile_of=verdict"], "`algorithm.adv_mask: neg` sets each response's"),
+     "it needs config key `algorithm.baseline` = 'quantile', got 'mean'"),
+    (["algorithm.adv_mask=neg", "algorithm.quantile_of=verdict"],
+     "cannot go with config key `algorithm.adv_mask` = 'neg', which sets each response's"),
+    (["algorithm.regime_K=1.5"], "`algorithm.regime_K` must be null or strictly between 0 and 1, got 1.5"),
     (["algorithm.quantile_of=score"], "`algorithm.quantile_of` must be one of"),
 ])
 def test_baseline_choice_is_explicit(overrides, message):
@@ -199,3 +204,64 @@ def test_derived_values_are_resolved_in_the_saved_config():
     assert mean.algorithm.regime_K == 0.4 and "regime_K: 0.4" in dump(mean)  # what the logged regime fractions use
     assert from_dict({}, ["algorithm.K=0.6"]).algorithm.regime_K == 0.6
     assert from_dict({}, ["algorithm.K=0.6", "algorithm.regime_K=0.3"]).algorithm.regime_K == 0.3
+
+
+def field_docs(source: str) -> dict[str, str | None]:
+    """`section.field` -> the string under each field of config.py's section dataclasses (None if none)."""
+    import ast
+
+    docs = {}
+    for cls in ast.parse(source).body:
+        if isinstance(cls, ast.ClassDef) and cls.name.endswith("Config") and cls.name != "Config":
+            for node, after in zip(cls.body, cls.body[1:] + [None]):
+                if isinstance(node, ast.AnnAssign):
+                    is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    docs[f"{cls.name}.{node.target.id}"] = after.value.value if is_doc else None
+    return docs
+
+
+def test_every_config_field_has_a_one_line_doc():
+    # The README's and config.py's promise: "a one-line doc under every field".
+    docs = field_docs((REPO / "config.py").read_text())
+    sections = [getattr(Config(), f.name) for f in dataclasses.fields(Config)]
+    assert len(docs) == sum(len(dataclasses.fields(section)) for section in sections)  # every field found
+    assert not [name for name, doc in docs.items() if doc is None], "fields without a doc"
+    assert not [name for name, doc in docs.items() if "\n" in doc], "field docs over one line"
+    two_lines = '@dataclass\nclass XConfig:\n    a: int = 1\n    """One\n    two."""\n    b: int = 2\n'
+    assert field_docs(two_lines) == {"XConfig.a": "One\n    two.", "XConfig.b": None}  # what the check catches
+
+
+def differing_keys(a: Config, b: Config) -> set[str]:
+    """`section.key` of every value two resolved configs disagree on."""
+    return {f"{s.name}.{f.name}" for s in dataclasses.fields(Config) for f in dataclasses.fields(getattr(a, s.name))
+            if getattr(getattr(a, s.name), f.name) != getattr(getattr(b, s.name), f.name)}
+
+
+def claimed_differences(header: str) -> dict[str, set[str]]:
+    """What a config's opening comment claims: {other config: the `section.key` (or `section.*`) names in
+    its sentence "... differs from configs/OTHER.yaml ... ."}."""
+    text = " ".join(line.lstrip("#").strip() for line in header.splitlines() if line.startswith("#"))
+    return {other: set(re.findall(r"`([a-z]+\.(?:\w+|\*))`", sentence))
+            for other, sentence in re.findall(r"differs from configs/([\w.]+\.yaml)(.*?)\.(?:\s|$)", text)}
+
+
+def test_a_config_comment_naming_what_differs_is_true():
+    # "It differs from configs/X.yaml only in `a.b` ...": every named key differs in the resolved configs, and
+    # every key that differs is named (`section.*` names a whole section).
+    checked = 0
+    for name in ALL_CONFIGS:
+        header = (REPO / "configs" / name).read_text().split("\n\n", 1)[0]
+        for other, named in claimed_differences(header).items():
+            differ = differing_keys(load(name), load(other))
+            sections = {n.split(".")[0] for n in named if n.endswith(".*")}
+            assert {n for n in named if not n.endswith(".*")} <= differ, f"{name} names keys that equal {other}'s"
+            unnamed = {k for k in differ if k not in named and k.split(".")[0] not in sections}
+            assert not unnamed, f"{name}'s comment does not name what differs from {other}: {sorted(unnamed)}"
+            checked += 1
+    assert checked >= 4  # tiny_qae, tiny_dapo, smollm2_dapo and qwen3_8b_dapo make such a claim
+
+
+def test_the_difference_check_can_fail():
+    header = "# It differs from configs/tiny_qae.yaml only in `algorithm.baseline`.\n"
+    assert claimed_differences(header) == {"tiny_qae.yaml": {"algorithm.baseline"}}
+    assert differing_keys(load("tiny_dapo.yaml"), load("tiny_qae.yaml")) > {"algorithm.baseline"}  # so it is untrue

@@ -20,6 +20,7 @@ import eval as ev
 import reward
 import rollout
 from infra import evalsets as bm
+from infra import plots
 from test_vllm_rollout import needs_vllm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -378,7 +379,7 @@ def test_plot_runs_writes_a_png_from_two_runs(tmp_path):
     plot_runs.main([str(tmp_path / "qae"), str(tmp_path / "dapo" / "metrics.jsonl"), "--labels", "QAE", "DAPO",
                     "--smooth", "3", "--out", str(out)])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
-    steps, values = plot_runs.curve(plot_runs.read_metrics(tmp_path / "qae" / "metrics.jsonl"), "policy/entropy")
+    steps, values = plots.curve(plot_runs.read_metrics(tmp_path / "qae" / "metrics.jsonl"), "policy/entropy")
     assert 4 not in steps and len(values) == 11
     with pytest.raises(SystemExit) as e:
         plot_runs.main([str(tmp_path / "qae"), str(tmp_path / "nothing")])

@@ -2,13 +2,15 @@
 
 The code block is executed into a copy of advantage.py's namespace with a private copy of the
 BASELINES registry (so nothing leaks into other tests); the config block must load through the
-real config loader (its `base:` resolves in configs/) and validate against that registry; the
-test block is then run. The example must stay small: under 30 lines of code and config.
+real config loader (its `base:` resolves in configs/) and validate against that registry, and its
+K must reach the baseline through compute_advantages; the test block is then run. The example must
+stay small: under 30 lines of code and config.
 """
 
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 import advantage
@@ -31,12 +33,22 @@ def test_the_readme_forking_example_runs_as_written(monkeypatch, tmp_path):
     monkeypatch.setattr(advantage, "BASELINES", dict(advantage.BASELINES))  # the README's entry goes here
     namespace = dict(vars(advantage))
     exec(blocks["code"], namespace)  # 1. the new baseline, as a fork would add it to advantage.py
-    assert "median" in advantage.BASELINES
+    assert advantage.settings_of("lower_mean") == ["K"]  # a baseline that takes K
 
-    path = tmp_path / "tiny_median.yaml"  # 2. the variant config
+    path = tmp_path / "tiny_lower_mean.yaml"  # 2. the variant config, through the real loader
     path.write_text(blocks["config"])
     cfg = config.load(str(path))
-    assert cfg.algorithm.baseline == "median" and cfg.algorithm.K is None and cfg.trainer.train_batch_size == 16
+    algo = cfg.algorithm
+    assert algo.baseline == "lower_mean" and algo.K == 0.5 and cfg.trainer.train_batch_size == 16
+
+    # The config's settings reach the baseline as train.py passes them: K = 0.5, not the default 0.4.
+    reward = torch.tensor([[3.0, 0.0, 1.0, 2.0, 5.0, 4.0, 7.0, 6.0]])  # (1, 8), tiny_qae's G
+    adv = advantage.compute_advantages(reward, K=algo.K, norm_by_std=False, quantile_rule=algo.quantile_rule,
+                                       baseline=algo.baseline, penalty=torch.zeros_like(reward)
+                                       if algo.quantile_of == "verdict" else None)
+    assert torch.equal(adv, reward - 1.5)  # K = 0.5: the tail {0, 1, 2, 3}, b = 1.5 (K = 0.4 would give 1.0)
+    with pytest.raises(config.ConfigError, match=r"`algorithm.K` must be set \(0 < K < 1\) for the lower_mean"):
+        config.load(str(path), ["algorithm.K=null"])
 
     test_ns = {"torch": torch, "advantage": advantage}  # 3. the fork's test
     exec(blocks["test"], test_ns)
@@ -51,9 +63,5 @@ def test_the_readme_forking_example_runs_as_written(monkeypatch, tmp_path):
 
 
 def test_without_the_entry_the_config_names_the_registered_baselines():
-    try:
-        config.from_dict({}, ["algorithm.baseline=median", "algorithm.K=null"])
-    except config.ConfigError as e:
-        assert "must be one of ['mean', 'quantile'], got 'median'" in str(e)
-    else:
-        raise AssertionError("an unregistered baseline was accepted")
+    with pytest.raises(config.ConfigError, match=r"must be one of \['mean', 'quantile'\], got 'lower_mean'"):
+        config.from_dict({}, ["algorithm.baseline=lower_mean", "algorithm.K=0.5"])

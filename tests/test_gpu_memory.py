@@ -53,7 +53,7 @@ def test_resident_side_by_hand(qwen3_8b):
     assert gpu_memory.resident_bytes(n, 8, paper(), training=False) == 2 * GiB  # eval.py: the policy stays on the CPU
     # 16 GPUs halve the state: (80 - (18 x n / 16 + 1e9 B + 2 GiB) / GiB - 3.5) / 80 = 0.8124 -> 0.81
     assert gpu_memory.fraction(80 * GiB, n, 16, paper()) == 0.81
-    assert gpu_memory.fraction(80 * GiB, n, 8, paper(), training=False) == 0.90  # (80 - 2 - 3.5) / 80 = 0.93, capped
+    assert gpu_memory.fraction(80 * GiB, n, 8, paper(), training=False) == 0.92  # (80 - 2 - 3.5) / 80 = 0.93, capped
 
 
 def test_numbers_pass_through_and_auto_needs_a_gpu(qwen3_8b):
@@ -105,3 +105,9 @@ def test_train_py_refuses_auto_without_a_gpu_before_the_model_loads(tmp_path):
         "error: config key `rollout.gpu_memory_utilization` is auto, which sizes vLLM from the GPU's memory, and this "
         "machine has no CUDA GPU; give a number (vLLM's CPU build: its share of host memory)"]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_cap_is_vllms_default():
+    from vllm.config import CacheConfig  # the test set installs vLLM's CPU build, which has the same default
+
+    assert gpu_memory.MAX_FRACTION == CacheConfig().gpu_memory_utilization == 0.92

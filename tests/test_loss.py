@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from infra.logprobs import naive_token_logprobs, token_logprobs, token_logprobs_from_hidden
+from infra.logprobs import logprob_entropy, token_logprobs, token_logprobs_from_hidden
 from loss import AGGREGATIONS, MiniBatchCounts, clip_higher_token_loss, policy_loss
 
 
@@ -20,13 +20,24 @@ def test_logprobs_hand_computed():
     assert logp_t.item() == pytest.approx(-math.log(1 + math.sqrt(2) + math.sqrt(3)))
 
 
+def test_the_reference_is_the_textbook_formula():
+    # logprob_entropy on the whole (B, T, V), the chunked paths' reference below, against log_softmax
+    # and -sum p log p written out.
+    g = torch.Generator().manual_seed(5)
+    logits, targets = torch.randn(3, 11, 97, generator=g, dtype=torch.float64) * 4, torch.randint(0, 97, (3, 11))
+    logq = torch.log_softmax(logits / 0.7, dim=-1)  # (B, T, V) float64
+    logp, ent = logprob_entropy(logits, targets, temperature=0.7)
+    torch.testing.assert_close(logp.double(), logq.gather(-1, targets[..., None])[..., 0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(ent.double(), -(logq.exp() * logq).sum(-1), atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64, None])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_chunked_equals_naive(chunk, temperature):
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 11, 97, generator=g) * 4  # (B, T, V)
     targets = torch.randint(0, 97, (3, 11), generator=g)
-    ref_logp, ref_ent = naive_token_logprobs(logits, targets, temperature)
+    ref_logp, ref_ent = logprob_entropy(logits, targets, temperature)
     logp, ent = token_logprobs(logits, targets, temperature, chunk_tokens=chunk)
     torch.testing.assert_close(logp, ref_logp, atol=1e-5, rtol=0)
     torch.testing.assert_close(ent, ref_ent, atol=1e-5, rtol=0)
@@ -37,7 +48,7 @@ def test_bf16_logits_are_upcast():
     logits = (torch.randn(2, 5, 300, generator=g) * 3).bfloat16()
     targets = torch.randint(0, 300, (2, 5), generator=g)
     logp, ent = token_logprobs(logits, targets, chunk_tokens=3)
-    ref_logp, ref_ent = naive_token_logprobs(logits, targets)
+    ref_logp, ref_ent = logprob_entropy(logits, targets)
     assert logp.dtype == torch.float32
     torch.testing.assert_close(logp, ref_logp, atol=1e-5, rtol=0)
     torch.testing.assert_close(ent, ref_ent, atol=1e-5, rtol=0)
@@ -57,7 +68,7 @@ def test_from_hidden_equals_naive_with_gradients():
     hidden.grad = None
     head.weight.grad = None
 
-    ref_logp, ref_ent = naive_token_logprobs(head(hidden), targets, temperature=0.8)
+    ref_logp, ref_ent = logprob_entropy(head(hidden), targets, temperature=0.8)
     ((ref_logp * w).sum() + ref_ent.sum()).backward()
     torch.testing.assert_close(logp, ref_logp, atol=1e-5, rtol=0)
     torch.testing.assert_close(ent, ref_ent, atol=1e-5, rtol=0)
@@ -72,7 +83,7 @@ def test_logits_path_gradients_match_naive():
     token_logprobs(logits, targets, chunk_tokens=5)[0].sum().backward()
     grad = logits.grad.clone()
     logits.grad = None
-    naive_token_logprobs(logits, targets)[0].sum().backward()
+    logprob_entropy(logits, targets)[0].sum().backward()
     torch.testing.assert_close(grad, logits.grad, atol=1e-6, rtol=1e-5)
 
 
@@ -224,11 +235,11 @@ def test_chunks_of_at_most_chunk_tokens_rows_change_nothing(rows, chunk):
     logp, ent = token_logprobs_from_hidden(hidden, head, targets, temperature=0.8, chunk_tokens=chunk)
     (logp.sum() + 0.5 * ent.sum()).backward()
     assert CountingHead.calls == 2 * math.ceil(rows / chunk)
-    ref_logp, ref_ent = naive_token_logprobs(head(hidden.detach()), targets, temperature=0.8)
+    ref_logp, ref_ent = logprob_entropy(head(hidden.detach()), targets, temperature=0.8)
     torch.testing.assert_close(logp, ref_logp)
     torch.testing.assert_close(ent, ref_ent)
     grad = hidden.grad.clone()
     hidden.grad = None
-    l2, e2 = naive_token_logprobs(head(hidden), targets, temperature=0.8)
+    l2, e2 = logprob_entropy(head(hidden), targets, temperature=0.8)
     (l2.sum() + 0.5 * e2.sum()).backward()
     torch.testing.assert_close(grad, hidden.grad)

@@ -9,7 +9,7 @@ import config
 import rollout as batching
 import train
 from infra.data import Prompt
-from infra.logprobs import naive_token_logprobs
+from infra.logprobs import logprob_entropy
 from infra.policy import Policy, response_logprobs
 
 
@@ -46,7 +46,7 @@ def test_response_logprobs_match_full_forward(tiny_policy_dir):
                                         pad_id=0)
     for row, (p, r) in enumerate(zip(batch.prompt_ids[ids], batch.response_ids[ids])):
         logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1]  # (R, V) predicting r
-        ref_logp, ref_ent = naive_token_logprobs(logits[None], torch.tensor([r]), temperature=0.7)
+        ref_logp, ref_ent = logprob_entropy(logits[None], torch.tensor([r]), temperature=0.7)
         torch.testing.assert_close(logp[row, : len(r)], ref_logp[0], atol=1e-5, rtol=0)
         torch.testing.assert_close(ent[row, : len(r)], ref_ent[0], atol=1e-5, rtol=0)
         assert mask[row].sum() == len(r)
