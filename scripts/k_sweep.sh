@@ -58,7 +58,7 @@ run_one() {  # $1 = mean or K, $2 = seed: train (unless done), then evaluate the
     rm -rf "$run"
     echo "$(date +%T) train $name" >&2
     # shellcheck disable=SC2086  # $COMMON is a list of overrides
-    nice -n 5 "$PY" train.py --config tiny_qae.yaml $COMMON "trainer.seed=$2" "$3" "$4" "trainer.output_dir=$run" \
+    nice -n 5 "$PY" train.py --config tiny_qae.yaml $COMMON "trainer.seed=$2" "${@:3}" "trainer.output_dir=$run" \
       > "$OUT/logs/$name.log" 2>&1 || { echo "train $name failed: see $OUT/logs/$name.log" >&2; return 1; }
     echo "$name" >> "$OUT/trained.txt"
   fi
