@@ -38,9 +38,10 @@ import torch
 LOG_RATIO_MAX = 20.0  # choice 4: |log rho| <= 20 before exp, as verl
 
 
-def log_ratio(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """log(pi / pi_ref) per token, clamped to [-LOG_RATIO_MAX, LOG_RATIO_MAX] (choice 4)."""
-    return (logp - ref_logp).clamp(-LOG_RATIO_MAX, LOG_RATIO_MAX)
+def log_ratio(logp: torch.Tensor, base_logp: torch.Tensor) -> torch.Tensor:
+    """log(pi / pi_base) per token, clamped to [-LOG_RATIO_MAX, LOG_RATIO_MAX] (choice 4): pi_base is the old
+    policy in the loss, the sampler in truncated importance sampling."""
+    return (logp - base_logp).clamp(-LOG_RATIO_MAX, LOG_RATIO_MAX)
 
 
 def clip_higher_token_loss(

@@ -1,7 +1,7 @@
 """Group sampling: G responses per prompt from the current policy, scored, filtered by DAPO's
 dynamic sampling, pooled over ranks and dealt as this rank's share of the training batch.
 
-    engine = make_rollout(cfg.rollout, model, tokenizer, max_model_len)  # model: the HF model
+    engine = make_sampler(cfg.rollout, model, tokenizer, max_model_len)  # model: the HF model
     engine.sync_weights(model)                       # once per step: the policy's current weights
     out = generate(engine, prompt_ids, n=G, seed=s)  # -> Rollout, prompt-major; any number of calls
     engine.sleep()                                   # once per step, before the update
@@ -98,7 +98,7 @@ def generate(engine, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:
     return out
 
 
-def make_rollout(rollout_cfg, model, tokenizer, max_model_len: int, from_disk: bool = False):
+def make_sampler(rollout_cfg, model, tokenizer, max_model_len: int, from_disk: bool = False):
     """The sampler named by `rollout.backend`; `model` is the HF model, `max_model_len` the longest
     prompt plus response it must hold (vLLM sizes its KV cache by it). from_disk (vLLM, evaluation):
     the engine reads the weights at model.name_or_path itself, and `model` may be a shell without weights."""

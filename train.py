@@ -244,15 +244,15 @@ def build(cfg: config.Config, model_path: str, tokenizer, accelerator):
     profiles memory first), and the policy prepared by accelerate (DeepSpeed's engine under ZeRO-3)."""
     trainer = cfg.trainer
     updates_per_step = trainer.ppo_epochs * (trainer.train_batch_size // trainer.mini_batch_size)
-    policy = load_policy(cfg.model, model_path)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas,
+    hf_model = load_policy(cfg.model, model_path)
+    optimizer = torch.optim.AdamW(hf_model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas,
                                   weight_decay=cfg.optim.weight_decay)
     scheduler = make_scheduler(optimizer, cfg.optim, trainer.total_steps * updates_per_step)
     max_model_len = cfg.data.max_prompt_len + cfg.rollout.max_response_len
-    rollout_engine = rollout.make_rollout(cfg.rollout, policy, tokenizer, max_model_len)
-    policy_engine, optimizer = accelerator.prepare(Policy(policy), optimizer)  # the log-prob forward runs through it
+    rollout_engine = rollout.make_sampler(cfg.rollout, hf_model, tokenizer, max_model_len)
+    policy_engine, optimizer = accelerator.prepare(Policy(hf_model), optimizer)  # the log-prob forward runs through it
     report_timeouts(cfg)  # every process group exists now: the timeout each holds
-    return policy, policy_engine, optimizer, scheduler, rollout_engine
+    return hf_model, policy_engine, optimizer, scheduler, rollout_engine
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def main(argv=None) -> None:
     set_seed(cfg.trainer.seed)
     trainer, algo, G, out_dir = cfg.trainer, cfg.algorithm, cfg.rollout.n, Path(cfg.trainer.output_dir)
     mini_share = trainer.mini_batch_size // accelerator.num_processes  # prompts per rank per optimizer step
-    policy, policy_engine, optimizer, scheduler, rollout_engine = build(cfg, model_path, tokenizer, accelerator)
+    hf_model, policy_engine, optimizer, scheduler, rollout_engine = build(cfg, model_path, tokenizer, accelerator)
     prompt_sampler = data.PromptSampler(len(prompts), trainer.seed, cfg.data.shuffle)
     keep_rate, start_step = KeepRate(), 0
     if resume_dir:
@@ -298,7 +298,7 @@ def main(argv=None) -> None:
         t_step, syncs = time.perf_counter(), rollout_engine.weight_syncs
         # 1-3. Rollout, reward, dynamic sampling: one weight copy into the rollout engine, any number of batches.
         t0 = time.perf_counter()
-        sync_weights(rollout_engine, policy, step)
+        sync_weights(rollout_engine, hf_model, step)
         t_sync = time.perf_counter() - t0
         try:
             batch, seen, gen_batches, times = collect_batch(cfg, accelerator, rollout_engine, tokenizer, prompts,
@@ -340,7 +340,7 @@ def main(argv=None) -> None:
                 skipped += not applied
         times["update"] = time.perf_counter() - t0
         if eval_sets and step == trainer.total_steps:  # the final policy (choice 9)
-            sync_weights(rollout_engine, policy, step)
+            sync_weights(rollout_engine, hf_model, step)
             eval_metrics = evaluate(step)
             rollout_engine.sleep()
 
@@ -372,10 +372,10 @@ def main(argv=None) -> None:
     finish(accelerator, logger, rollout_engine, stop_request)
 
 
-def sync_weights(rollout_engine, policy, step: int) -> None:
-    """The policy's weights into the sampler; a sync that misses a parameter stops the run in one line."""
+def sync_weights(rollout_engine, hf_model, step: int) -> None:
+    """The policy's weights (the HF model) into the sampler; a sync missing a parameter stops the run in one line."""
     try:
-        rollout_engine.sync_weights(policy)
+        rollout_engine.sync_weights(hf_model)
     except WeightSyncError as e:
         stop(f"at step {step}: {e}", code=1)
 

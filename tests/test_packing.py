@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 import rollout
 from infra import policy
 from infra.policy import Policy, packed_inputs, response_logprobs
-from rollout import make_rollout
+from rollout import make_sampler
 
 REPO_TINY = "tiny/model"
 
@@ -74,7 +74,7 @@ def test_the_hf_sampler_draws_the_same_after_the_policy_switches_attention(tiny_
 
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     tokenizer = load_tokenizer(str(tiny_policy_dir))
-    engine = make_rollout(RolloutConfig(backend="hf", max_response_len=12, temperature=1.0), model, tokenizer, 64)
+    engine = make_sampler(RolloutConfig(backend="hf", max_response_len=12, temperature=1.0), model, tokenizer, 64)
     prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [13]]
     before = rollout.generate(engine, prompts, n=3, seed=7)
     Policy(model)  # switches the model from sdpa to packed_sdpa

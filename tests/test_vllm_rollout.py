@@ -45,7 +45,7 @@ def setup(tmp_path_factory):
                         gpu_memory_utilization=0.1, max_num_batched_tokens=512, max_num_seqs=64, enforce_eager=True)
     mp = pytest.MonkeyPatch()
     mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache on CPU; ignored on GPU
-    engine = rollout.make_rollout(cfg, model, tokenizer, max_model_len=128)
+    engine = rollout.make_sampler(cfg, model, tokenizer, max_model_len=128)
     yield engine, model, tokenizer
     mp.undo()
 
