@@ -10,7 +10,6 @@ import advantage
 from advantage import (
     BASELINES,
     compute_advantages,
-    dynamic_sampling_keep,
     group_std,
     hard_prompts,
     masked_baseline,
@@ -241,12 +240,6 @@ def test_a_fork_adds_the_median_baseline(monkeypatch):
     assert adv[2].tolist() == pytest.approx([1.5492, -0.7746, 0, 0.7746], abs=1e-4)
     assert compute_advantages(r, baseline="median", norm_by_std=False)[2].tolist() == [2.0, -1.0, 0.0, 1.0]
     assert "median" in BASELINES and advantage.BASELINES is BASELINES
-
-
-def test_dynamic_sampling_keep():
-    acc = torch.tensor([[1, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 1]])
-    assert dynamic_sampling_keep(acc).tolist() == [True, False, False, True]
-    assert dynamic_sampling_keep(torch.tensor([[True]])).tolist() == [False]
 
 
 def test_advantage_stats():
