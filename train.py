@@ -34,9 +34,8 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 8. Generation calls are seeded by their global index, not by rank (rollout.sampling_seed).
 9. One weight copy into the sampler per step (VLLMSampler.sync_weights), also used by periodic evaluation
    (`eval/trained_steps` = step - 1); the final policy is evaluated once more after the last step.
-10. No redundant old-log-prob pass (`trainer.reuse_logprobs`, as TRL): the first mini-batch's own forward
-   gives its old log-probs, detached (infra.passes.reused_old_logp); the no-grad pass covers only what no other
-   pass does (infra.passes.needs_old_pass).
+10. No redundant old-log-prob pass (`trainer.reuse_logprobs`, as TRL): the first mini-batch's own forward gives
+   its old log-probs, detached (passes.reused_old_logp); the no-grad pass covers the rest (passes.needs_old_pass).
 11. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running keep rate
    (rollout.KeepRate); off in the paper configs, which keep verl's fixed gen_batch_size.
 12. DAPO's overlong filtering is not implemented, only its soft overlong punishment (reward.overlong_penalty).

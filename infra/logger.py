@@ -88,7 +88,7 @@ METRICS = {
     "perf/filler_passes": "zero-weighted passes (old log-probs and update, all ranks) run so every rank makes as "
                           "many as the busiest (ZeRO-3's collectives)",
     "perf/old_pass_frac": "fraction of the batch's responses in the no-grad pass: later mini-batches' A != 0 ones and "
-                          "the logging.entropy_sample of A = 0 ones with vLLM (train.needs_old_pass; 1.0 without "
+                          "the logging.entropy_sample of A = 0 ones with vLLM (passes.needs_old_pass; 1.0 without "
                           "reuse)",
     "perf/gen_tokens_per_s": "response tokens generated per second of rollout",
     "perf/train_tokens_per_s": "tokens (prompt + response) through gradient passes per second of update",

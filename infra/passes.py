@@ -7,10 +7,10 @@ log-probs those forwards leave for later phases of the step (train.py's steps 5-
     old_logp, fresh = reused_old_logp(old, ids, logp, entropy, lengths(batch, ids), keep)  # (B, R), Logprobs
     sample = entropy_sample(candidates, fraction_or_count, world, key)
 
-Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
-1. Micro-batches are filled by a token budget over packed rows, longest first (`micro_batches`).
-2. The first mini-batch's old log-probs are its own forward's, detached (`reused_old_logp`, as TRL).
-3. With vLLM the A = 0 responses get a forward for the entropy metrics only in a sample (`entropy_sample`).
+Each is one of train.py's shortcuts, its reason in docs/algorithm.md: micro-batches filled by a token
+budget over packed rows, longest first (`micro_batches`); the first mini-batch's old log-probs its own
+forward's, detached (`reused_old_logp`, `trainer.reuse_logprobs`, as TRL); with vLLM a forward of the
+A = 0 responses for the entropy metrics only in a sample (`entropy_sample`, `logging.entropy_sample`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Logprobs:
 
 
 def needs_old_pass(cfg, batch, adv: torch.Tensor, first: int, world: int = 1, key: tuple = ()) -> list[int]:
-    """The responses whose log-probs under the sampling-time policy no other pass provides (train.py choice 10).
+    """The responses whose log-probs under the sampling-time policy no other pass provides (`trainer.reuse_logprobs`).
 
     Gradient passes need `old_logp`: the first mini-batch's own forward (its `first` responses) gives it
     (the policy has not moved yet); later mini-batches need it from before the first optimizer step.
@@ -56,14 +56,14 @@ def needs_old_pass(cfg, batch, adv: torch.Tensor, first: int, world: int = 1, ke
     everything = range(len(batch.response_ids))
     if not cfg.trainer.reuse_logprobs:
         return list(everything)  # the plain way: one pass over every response
-    in_grad = lambda i: adv[i] != 0 or not cfg.trainer.sparse_update  # noqa: E731  (train.py choice 1)
+    in_grad = lambda i: adv[i] != 0 or not cfg.trainer.sparse_update  # noqa: E731  (`trainer.sparse_update`)
     sample = [] if batch.policy_logp is not None else entropy_sample([i for i in everything if not in_grad(i)],
                                                                      cfg.logging.entropy_sample, world, key)
     return sorted([i for i in everything if in_grad(i) and i >= first] + sample)
 
 
 def micro_batches(batch, ids: list[int], budget: int) -> list[list[int]]:
-    """The responses `ids` cut into packed micro-batches of at most `budget` prompt + response tokens (choice 1)."""
+    """The responses `ids` cut into packed micro-batches of at most `budget` prompt + response tokens, longest first."""
     lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids]
     return [[ids[j] for j in mb] for mb in data.token_budget_micro_batches(lens, budget)]
 
@@ -77,7 +77,7 @@ def reused_old_logp(old: Logprobs, ids: list[int], logp: torch.Tensor, entropy: 
                     keep: bool) -> tuple[torch.Tensor, Logprobs]:
     """old_logp (B, R) of a pass over responses `ids` (each `lengths` tokens): from `old`, and for a response
     missing from it (the first mini-batch: the policy has not moved yet) this pass's own `logp`, detached
-    (choice 2). Returns it, and those reused rows as a new Logprobs when `keep` (not a filler pass)."""
+    (`trainer.reuse_logprobs`). Returns it, and those reused rows as a new Logprobs when `keep` (not a filler pass)."""
     fresh = Logprobs.of_pass(ids, lengths, logp, entropy, wanted=[i for i in ids if keep and i not in old.rows])
     rows = [old.rows[i][0] if i in old.rows else logp[row, :n].detach().float().cpu()
             for row, (i, n) in enumerate(zip(ids, lengths))]
@@ -86,7 +86,7 @@ def reused_old_logp(old: Logprobs, ids: list[int], logp: torch.Tensor, entropy: 
 
 def entropy_sample(candidates: list[int], sample: float, world: int, key: tuple) -> list[int]:
     """The responses out of `candidates` (this rank's, outside every gradient pass) that get a
-    forward for the entropy metrics (`logging.entropy_sample`, choice 3): a fraction `sample` <= 1 of
+    forward for the entropy metrics (`logging.entropy_sample`): a fraction `sample` <= 1 of
     them, rounded up, or a count `sample` > 1 per step, split over the `world` ranks; drawn uniformly,
     seeded by `key` (seed, step, rank). All of them, in order, when the sample covers them.
 

@@ -63,8 +63,7 @@ def trainer_logp(model, tokenizer, prompt_ids, response_ids, temperature: float 
     n_tok = len(tokenizer)
     out = []
     with torch.no_grad():
-        logp, _, _ = response_logprobs(Policy(model), prompt_ids, response_ids, temperature,
-                                       tokenizer.pad_token_id)  # (B, R)
+        logp, _, _ = response_logprobs(Policy(model), prompt_ids, response_ids, temperature)  # (B, R)
         for k, (p, r) in enumerate(zip(prompt_ids, response_ids)):
             logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1] / temperature  # (R, V)
             log_mass = logits.log_softmax(-1)[:, :n_tok].logsumexp(-1)  # (R,) log of the unmasked ids' mass
