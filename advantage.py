@@ -1,5 +1,5 @@
-"""Group-relative advantages: the mean baseline (GRPO/DAPO), the K-quantile baseline (QAE), the
-paper's POS-MASK / NEG-MASK ablations, and DAPO's dynamic-sampling filter (dynamic_sampling_keep).
+"""Group-relative advantages: the mean baseline (GRPO/DAPO), the K-quantile baseline (QAE) and the
+paper's POS-MASK / NEG-MASK ablations; DAPO's dynamic-sampling filter is rollout.dynamic_sampling_keep.
 The per-step advantage and entropy diagnostics are infra/diagnostics.py's.
 
 For one prompt with G sampled responses and scalar rewards r_1..r_G (after overlong shaping):
@@ -292,19 +292,3 @@ def check_tensors(rewards, mask, acc, penalty) -> None:
         raise ValueError(f"acc must have the shape of rewards {tuple(rewards.shape)}, got {tuple(acc.shape)}")
     if penalty is not None and penalty.shape != rewards.shape:
         raise ValueError(f"penalty must have the shape of rewards {tuple(rewards.shape)}, got {tuple(penalty.shape)}")
-
-
-# ----------------------------------------------------------------------------------------------
-# DAPO dynamic sampling (the per-step statistics are infra/diagnostics.py's).
-# ----------------------------------------------------------------------------------------------
-
-
-def dynamic_sampling_keep(acc: torch.Tensor) -> torch.Tensor:
-    """DAPO dynamic sampling: keep a prompt only if its responses' correctness is not all equal
-    (std > 0). Uses `acc`, not the shaped score, as DAPO's `metric: acc`. (P, G) -> (P,) bool.
-
-    >>> dynamic_sampling_keep(torch.tensor([[1, 0, 0], [1, 1, 1], [0, 0, 0]]))
-    tensor([ True, False, False])
-    """
-    acc = acc.bool()  # (P, G)
-    return acc.any(dim=1) & ~acc.all(dim=1)  # (P,)

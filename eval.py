@@ -358,7 +358,7 @@ def main(argv=None) -> None:
     else:
         model = load_policy(model_cfg, settings["model"]).to(accelerator.device)
     longest_prompt = max(len(p.prompt_ids) for probs in problems.values() for p in probs)
-    engine = rollout.make_rollout(cfg.rollout, model, tokenizer, longest_prompt + settings["max_tokens"],
+    engine = rollout.make_sampler(cfg.rollout, model, tokenizer, longest_prompt + settings["max_tokens"],
                                   from_disk=vllm)
     report_timeouts(cfg)  # every process group exists now (vLLM's too): the timeout each holds
 

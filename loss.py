@@ -23,6 +23,10 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 3. `algorithm.loss_agg`: the configs use token-mean; group-token-mean, seq-mean-token-mean and
    seq-mean-token-sum are offered beside it, each with its source.
 4. log(rho) is clamped to [-20, 20] before exp, as verl, so one stale token cannot make inf.
+
+Its metrics are this module's too: METRICS gives each one policy_loss reports its reduction over
+micro-batches, mini-batches and ranks and its denominator; `combine` and `logged` apply them, and
+train.py and the logger follow that table, so a new loss term and its metric edit this file only.
 """
 
 from __future__ import annotations
@@ -38,9 +42,10 @@ import torch
 LOG_RATIO_MAX = 20.0  # choice 4: |log rho| <= 20 before exp, as verl
 
 
-def log_ratio(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """log(pi / pi_ref) per token, clamped to [-LOG_RATIO_MAX, LOG_RATIO_MAX] (choice 4)."""
-    return (logp - ref_logp).clamp(-LOG_RATIO_MAX, LOG_RATIO_MAX)
+def log_ratio(logp: torch.Tensor, base_logp: torch.Tensor) -> torch.Tensor:
+    """log(pi / pi_base) per token, clamped to [-LOG_RATIO_MAX, LOG_RATIO_MAX] (choice 4): pi_base is the old
+    policy in the loss, the sampler in truncated importance sampling."""
+    return (logp - base_logp).clamp(-LOG_RATIO_MAX, LOG_RATIO_MAX)
 
 
 def clip_higher_token_loss(
@@ -155,15 +160,9 @@ def policy_loss(
     weight from AGGREGATIONS; is_weight (B, T), optional: a constant per-token weight on the loss
     (truncated importance sampling, `tis_weights`). Loss = sum_i weight_i sum_t mask * loss_it.
 
-    Returns (loss, metrics); metrics are detached 0-d tensors summed over this micro-batch's tokens,
-    so they add up over micro-batches and ranks (train.py divides by their `num_tokens`):
-      clip_frac_high:  tokens with A > 0 and rho > 1 + eps_high (the clip-higher bound stopped the gradient)
-      clip_frac_low:   tokens with A < 0 and rho < 1 - eps_low
-      clip_frac_dual:  tokens with A < 0 and rho > c (dual clip)
-      ratio_mean:      sum of rho
-      approx_kl:       sum of (rho - 1) - log(rho), the k3 estimator of KL(old || new)
-      num_tokens:      tokens in this micro-batch
-    and ratio_min / ratio_max over its tokens.
+    Returns (loss, metrics); metrics are detached 0-d tensors, one per METRICS entry: the loss itself,
+    sums over this micro-batch's tokens (they add up over micro-batches and ranks), and the smallest
+    and largest ratio. `combine` reduces them and `logged` divides each by its denominator (METRICS).
     """
     loss_tok = clip_higher_token_loss(logp, old_logp, adv, eps_low, eps_high, clip_c)  # (B, T)
     if is_weight is not None:
@@ -175,6 +174,7 @@ def policy_loss(
         log_rho = log_ratio(logp, old_logp)[m]  # (N,)
         ratio = log_rho.exp()  # (N,)
         metrics = {
+            "policy": loss.detach(),
             "clip_frac_high": ((a > 0) & (ratio > 1 + eps_high)).sum().float(),
             "clip_frac_low": ((a < 0) & (ratio < 1 - eps_low)).sum().float(),
             "clip_frac_dual": ((a < 0) & (ratio > clip_c)).sum().float(),
@@ -199,3 +199,56 @@ def tis_weights(old_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float) 
     tensor([[2.0000, 0.3679]])
     """
     return torch.exp(log_ratio(old_logp, rollout_logp)).clamp(max=cap).detach()
+
+
+# ----------------------------------------------------------------------------------------------
+# The loss's metrics: what policy_loss reports for one micro-batch, how the reports of micro-batches,
+# mini-batches and ranks combine (reduction), and what the step's total is divided by (denominator).
+# A new metric is one entry here and one value in policy_loss; train.py and the logger follow this table.
+# ----------------------------------------------------------------------------------------------
+
+# Denominators: "num_tokens", the tokens in gradient passes (its own entry below); "mini_tokens", every response
+# token of the step's mini-batches, A = 0 ones included (the update's MiniBatchCounts.tokens); "updates", the
+# optimizer steps; None, logged as combined. An entry whose meaning is None is not logged.
+METRICS = {  # name: (reduction, denominator, meaning), logged as loss/<name>
+    "policy": ("sum", "updates", "clip-higher policy loss, mean over the step's optimizer steps"),
+    "clip_frac_high": ("sum", "mini_tokens", "fraction of mini-batch tokens with A > 0 and ratio > 1 + eps_high "
+                                             "(gradient clipped)"),
+    "clip_frac_low": ("sum", "mini_tokens", "fraction of mini-batch tokens with A < 0 and ratio < 1 - eps_low"),
+    "clip_frac_dual": ("sum", "mini_tokens", "fraction of mini-batch tokens with A < 0 and ratio > clip_c (dual clip)"),
+    "ratio_mean": ("sum", "num_tokens", "mean importance ratio over tokens in gradient passes"),
+    "approx_kl": ("sum", "num_tokens", "mean (ratio - 1) - log ratio over tokens in gradient passes (k3 estimate "
+                                       "of KL)"),
+    "ratio_min": ("min", None, "smallest importance ratio"),
+    "ratio_max": ("max", None, "largest importance ratio"),
+    "num_tokens": ("sum", None, None),  # tokens in gradient passes: a denominator, not logged
+}
+REDUCTIONS = {"sum": lambda a, b: a + b, "min": min, "max": max}
+
+
+def combine(reports: list[dict]) -> dict:
+    """Several passes', mini-batches' or ranks' metrics as one, each by its reduction in METRICS.
+
+    >>> combine([{"ratio_min": 0.9, "num_tokens": 3.0}, {"ratio_min": 0.7, "num_tokens": 2.0}])
+    {'ratio_min': 0.7, 'num_tokens': 5.0}
+    """
+    out = {}
+    for report in reports:
+        for name, value in report.items():
+            value = float(value)
+            out[name] = REDUCTIONS[METRICS[name][0]](out[name], value) if name in out else value
+    return out
+
+
+def logged(reports: list[dict], mini_tokens: float, updates: int) -> dict:
+    """The step's loss/<name> metrics: every report (of each pass, mini-batch and rank) combined, each divided
+    by its denominator in METRICS; without a report a sum is 0, a min or max 1.
+
+    >>> logged([{"policy": 0.5, "clip_frac_high": 2.0, "num_tokens": 4.0}], mini_tokens=8.0, updates=2)["loss/policy"]
+    0.25
+    """
+    total = combine(reports)
+    counts = {"num_tokens": total.get("num_tokens", 0.0), "mini_tokens": mini_tokens, "updates": updates}
+    value = lambda name, reduce: total.get(name, 0.0 if reduce == "sum" else 1.0)  # noqa: E731
+    return {f"loss/{name}": value(name, reduce) / (max(counts[per], 1) if per else 1)
+            for name, (reduce, per, meaning) in METRICS.items() if meaning is not None}

@@ -4,6 +4,8 @@ r"""Reward: +1.0 if a response's final answer equals the gold, else -1.0, in one
     score_batch(responses, golds, *, timeout_s=2.0, workers=None, mode="verify", truncated=None)
                                                     -> list[RewardResult]     # time-bounded
     overlong_penalty(len, max_len, buffer_len, factor) -> float in [-factor, 0]   # DAPO shaping
+    shaped_rewards(responses, golds, lengths, truncated, reward_cfg, max_response_len)
+                                                    -> ShapedRewards   # one step's: score + penalty, acc
 
 DAPO's reward (the DAPO paper, arXiv 2503.14476, section 2.4 "rule-based reward modeling", and
 its recipe in verl, `verl/utils/reward_score/math_dapo.py`) takes the last `Answer: ...` line of
@@ -24,7 +26,8 @@ them on the benchmark golds):
     >>> [score("Answer: 0.5", r"\frac{1}{2}", mode=m).score for m in ("verify", "dapo")]
     [1.0, -1.0]
 
-Files: this one holds score and score_batch, which dispatch both modes, and the overlong shaping.
+Files: this one holds score and score_batch, which dispatch both modes, the overlong shaping, and
+shaped_rewards, the training step's one call: every response's verdict, score, penalty and reward.
 The verify mode's internals are in verifier/: extract.py finds the final answer (choice 1),
 normalize.py strips formatting, verdict.py decides (choices 2 and 3: string work first, then
 parse.py, with tokens.py and values.py, parses and equal.py compares), pool.py bounds the time
@@ -180,3 +183,38 @@ def overlong_penalty(response_len: int, max_response_len: int, buffer_len: int,
     expected = max_response_len - buffer_len
     penalty = min(-(response_len - expected) / buffer_len * penalty_factor, 0.0)
     return max(penalty, -penalty_factor) + 0.0  # choice 8: clip past the max; no -0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# A generation batch's shaped rewards: the training step's one call into this module
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ShapedRewards:
+    """Per response, in order: the verdict, its score, the overlong penalty and their sum."""
+
+    acc: list[bool]  # the verifier's verdict
+    score: list[float]  # +1 / -1
+    penalty: list[float]  # DAPO's overlong penalty, in [-factor, 0]; 0 when the shaping is off
+    reward: list[float]  # the shaped reward: score + penalty (DAPO section 3.4)
+    timeouts: int  # verifications that overran reward_cfg.timeout_s (scored -1)
+
+
+def shaped_rewards(responses: list[str], ground_truths: list[str], lengths: list[int], truncated: list[bool],
+                   reward_cfg, max_response_len: int) -> ShapedRewards:
+    """score_batch under `reward_cfg` (mode, timeout_s, workers), plus overlong_penalty of each response's
+    `lengths` (in tokens) when reward_cfg.overlong_buffer_len > 0.
+
+    >>> from config import RewardConfig
+    >>> cfg = RewardConfig(mode="dapo", overlong_buffer_len=4, overlong_penalty_factor=1.0)
+    >>> r = shaped_rewards(["Answer: 3", "Answer: 4"], ["3", "3"], [2, 10], [False, True], cfg, max_response_len=10)
+    >>> r.acc, r.reward
+    ([True, False], [1.0, -2.0])
+    """
+    results = score_batch(responses, ground_truths, timeout_s=reward_cfg.timeout_s, workers=reward_cfg.workers,
+                          mode=reward_cfg.mode, truncated=truncated)
+    buffer, factor = reward_cfg.overlong_buffer_len, reward_cfg.overlong_penalty_factor
+    penalty = [overlong_penalty(n, max_response_len, buffer, factor) if buffer else 0.0 for n in lengths]
+    return ShapedRewards([r.acc for r in results], [r.score for r in results], penalty,
+                         [r.score + p for r, p in zip(results, penalty)], sum(r.timeout for r in results))

@@ -1,12 +1,12 @@
 """Group sampling: G responses per prompt from the current policy, scored, filtered by DAPO's
 dynamic sampling, pooled over ranks and dealt as this rank's share of the training batch.
 
-    engine = make_rollout(cfg.rollout, model, tokenizer, max_model_len)  # model: the HF model
+    engine = make_sampler(cfg.rollout, model, tokenizer, max_model_len)  # model: the HF model
     engine.sync_weights(model)                       # once per step: the policy's current weights
     out = generate(engine, prompt_ids, n=G, seed=s)  # -> Rollout, prompt-major; any number of calls
     engine.sleep()                                   # once per step, before the update
-    batch, seen, gen_batches, times = collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step,
-                                                    keep_rate)       # one step's batch, this rank's share
+    collected = collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate)
+    collected.batch                                  # one step's batch, this rank's share (a `Collected`)
 
 The samplers live in infra/: "hf" (infra/hf_sampler.py) draws from the training model itself; "vllm"
 (infra/vllm_sampler.py) is a colocated engine with its own copy of the weights, which
@@ -18,7 +18,8 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 2. Generation calls are seeded by their global index (`generate_share`, `sampling_seed`), not by rank.
 3. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running keep rate
    (`KeepRate`); off in the paper configs, which keep verl's fixed `gen_batch_size`.
-4. Dynamic sampling filters on verdicts (`acc`, as DAPO), not rewards, up to `algorithm.max_num_gen_batches`.
+4. Dynamic sampling filters on verdicts (`acc`, as DAPO), not rewards, up to `algorithm.max_num_gen_batches`
+   (`dynamic_sampling_keep`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
-import advantage
 import reward
+from infra.wire import from_wire, to_wire
 
 # ----------------------------------------------------------------------------------------------
 # The records: a call's responses, one prompt's group, this rank's batch
@@ -98,7 +99,7 @@ def generate(engine, prompt_ids: list[list[int]], n: int, seed: int) -> Rollout:
     return out
 
 
-def make_rollout(rollout_cfg, model, tokenizer, max_model_len: int, from_disk: bool = False):
+def make_sampler(rollout_cfg, model, tokenizer, max_model_len: int, from_disk: bool = False):
     """The sampler named by `rollout.backend`; `model` is the HF model, `max_model_len` the longest
     prompt plus response it must hold (vLLM sizes its KV cache by it). from_disk (vLLM, evaluation):
     the engine reads the weights at model.name_or_path itself, and `model` may be a shell without weights."""
@@ -144,18 +145,15 @@ class Batch(PerToken):
 
     prompt_ids: list[list[int]]  # (P*G) prompt of each response
     response_ids: list[list[int]]  # (P*G)
-    texts: list[str]  # (P*G) decoded responses
     answers: list[str]  # (P*G) ground truth
     reward: torch.Tensor  # (P, G) shaped reward
     acc: torch.Tensor  # (P, G) bool, verifier's verdict
     penalty: torch.Tensor  # (P, G) the overlong penalty inside `reward`
 
     @staticmethod
-    def of(groups: list[Group], tokenizer) -> Batch:
+    def of(groups: list[Group]) -> Batch:
         G = len(groups[0].response_ids)
-        responses = [r for g in groups for r in g.response_ids]
-        return Batch([g.prompt_ids for g in groups for _ in range(G)], responses,
-                     tokenizer.batch_decode(responses, skip_special_tokens=True),
+        return Batch([g.prompt_ids for g in groups for _ in range(G)], [r for g in groups for r in g.response_ids],
                      [g.answer for g in groups for _ in range(G)],
                      torch.stack([g.reward for g in groups]), torch.stack([g.acc for g in groups]),
                      torch.stack([g.penalty for g in groups]), **PerToken.joined(groups))
@@ -181,7 +179,44 @@ class KeepRate:
         return min(-(-max(want, needed) // world) * world, cap)
 
 
-def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, keep_rate: KeepRate | None = None):
+@dataclass
+class Seen:
+    """Every response generated this step on this rank, kept by dynamic sampling or not (for the metrics)."""
+
+    reward: list[float]  # shaped reward
+    acc: list[bool]  # the verifier's verdict
+    lengths: list[int]  # response tokens
+    truncated: list[bool]  # cut at rollout.max_response_len
+    timeouts: int  # verifications past reward.timeout_s
+    groups: int  # prompt groups generated
+    kept: int  # of them, kept by dynamic sampling
+    sizes: list[int]  # each generation batch's prompts, all ranks
+
+
+@dataclass
+class Collected:
+    """What collect_batch returns: this rank's training batch, what was generated, and the time it took."""
+
+    batch: Batch
+    seen: Seen
+    gen_batches: int  # generation batches dynamic sampling needed
+    rollout_s: float  # seconds generating
+    reward_s: float  # seconds verifying
+
+
+def dynamic_sampling_keep(acc: torch.Tensor) -> torch.Tensor:
+    """DAPO dynamic sampling: keep a prompt only if its responses' correctness is not all equal
+    (std > 0). Uses `acc`, not the shaped score, as DAPO's `metric: acc`. (P, G) -> (P,) bool.
+
+    >>> dynamic_sampling_keep(torch.tensor([[1, 0, 0], [1, 1, 1], [0, 0, 0]]))
+    tensor([ True, False, False])
+    """
+    acc = acc.bool()  # (P, G)
+    return acc.any(dim=1) & ~acc.all(dim=1)  # (P,)
+
+
+def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step,
+                  keep_rate: KeepRate | None = None) -> Collected:
     """Generate, score and filter until `train_batch_size` groups with mixed correctness exist over
     all ranks; returns this rank's share (choice 1), what was generated, and timings."""
     trainer, G, world, rank = cfg.trainer, cfg.rollout.n, accelerator.num_processes, accelerator.process_index
@@ -191,8 +226,7 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
     adaptive = keep_rate is not None and trainer.adaptive_gen_batch and cfg.algorithm.dynamic_sampling
     kept: list[list[Group]] = []  # per generation batch, this rank's kept groups
     counts: list[list[int]] = []  # per generation batch, every rank's number of kept groups
-    seen = {"reward": [], "acc": [], "len": [], "truncated": [], "timeouts": 0, "groups": 0, "kept": 0, "sizes": []}
-    times = {"rollout": 0.0, "reward": 0.0}
+    outs, scored, sizes, rollout_s, reward_s = [], [], [], 0.0, 0.0  # per generation batch, this rank's
     for gen_batch in range(1, cfg.algorithm.max_num_gen_batches + 1):
         needed = trainer.train_batch_size - sum(map(sum, counts))
         size = keep_rate.batch_size(needed, gen_size, world) if adaptive else gen_size  # the same on every rank
@@ -203,31 +237,22 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
         out = generate_share(engine, [p.prompt_ids for p in group], G, cfg, step, rank, gen_batch)
         t1 = time.perf_counter()
         texts = tokenizer.batch_decode(out.response_ids, skip_special_tokens=True)
-        answers = [p.answer for p in group for _ in range(G)]
-        results = reward.score_batch(texts, answers, timeout_s=cfg.reward.timeout_s, workers=cfg.reward.workers,
-                                     mode=cfg.reward.mode, truncated=out.truncated)
-        penalty = [overlong(len(ids), cfg) for ids in out.response_ids]
-        shaped = [r.score + p for r, p in zip(results, penalty)]
-        times["rollout"] += t1 - t0
-        times["reward"] += time.perf_counter() - t1
+        r = reward.shaped_rewards(texts, [p.answer for p in group for _ in range(G)],
+                                  [len(ids) for ids in out.response_ids], out.truncated, cfg.reward,
+                                  cfg.rollout.max_response_len)
+        rollout_s, reward_s = rollout_s + t1 - t0, reward_s + time.perf_counter() - t1
 
-        reward_pg = torch.tensor(shaped, dtype=torch.float32).view(len(group), G)  # (P, G)
-        acc_pg = torch.tensor([r.acc for r in results]).view(len(group), G)  # (P, G)
-        penalty_pg = torch.tensor(penalty, dtype=torch.float32).view(len(group), G)  # (P, G)
+        reward_pg = torch.tensor(r.reward, dtype=torch.float32).view(len(group), G)  # (P, G)
+        acc_pg = torch.tensor(r.acc).view(len(group), G)  # (P, G)
+        penalty_pg = torch.tensor(r.penalty, dtype=torch.float32).view(len(group), G)  # (P, G)
         keep = torch.ones(len(group), dtype=torch.bool)  # (P,)
         if cfg.algorithm.dynamic_sampling:
-            keep = advantage.dynamic_sampling_keep(acc_pg)  # (P,) mixed correctness
+            keep = dynamic_sampling_keep(acc_pg)  # (P,) mixed correctness
         rows = lambda i: slice(i * G, (i + 1) * G)  # noqa: E731  the responses of prompt i
         kept.append([Group(group[i].prompt_ids, group[i].answer, out.response_ids[rows(i)], reward_pg[i], acc_pg[i],
                            penalty_pg[i], **out.per_token(rows(i)))
                      for i in keep.nonzero().flatten().tolist()])
-        seen["reward"] += shaped
-        seen["acc"] += [r.acc for r in results]
-        seen["len"] += [len(r) for r in out.response_ids]
-        seen["truncated"] += out.truncated
-        seen["timeouts"] += sum(r.timeout for r in results)
-        seen["groups"], seen["kept"] = seen["groups"] + len(group), seen["kept"] + int(keep.sum())
-        seen["sizes"].append(size)
+        outs, scored, sizes = outs + [out], scored + [r], sizes + [size]
         counts.append(accelerator.gather(torch.tensor([len(kept[-1])], device=accelerator.device)).tolist())
         if keep_rate is not None:
             keep_rate.update(sum(counts[-1]), size)
@@ -235,12 +260,15 @@ def collect_batch(cfg, accelerator, engine, tokenizer, prompts, sampler, step, k
             break
     else:
         raise DynamicSamplingError(
-            f"dynamic sampling kept {sum(map(sum, counts))} of {sum(seen['sizes'])} prompt groups after "
+            f"dynamic sampling kept {sum(map(sum, counts))} of {sum(sizes)} prompt groups after "
             f"{cfg.algorithm.max_num_gen_batches} generation batches, fewer than the {trainer.train_batch_size} "
             "needed: every other group was all-correct or all-wrong. Raise algorithm.max_num_gen_batches or "
             "trainer.gen_batch_size, lower trainer.train_batch_size, or check the reward on a few completions."
         )
-    return Batch.of(deal_groups(cfg, accelerator, kept, counts), tokenizer), seen, gen_batch, times
+    seen = Seen([x for r in scored for x in r.reward], [x for r in scored for x in r.acc],
+                [len(ids) for o in outs for ids in o.response_ids], [t for o in outs for t in o.truncated],
+                sum(r.timeouts for r in scored), sum(s // world for s in sizes), sum(map(len, kept)), sizes)
+    return Collected(Batch.of(deal_groups(cfg, accelerator, kept, counts)), seen, gen_batch, rollout_s, reward_s)
 
 
 def deal_groups(cfg, accelerator, kept: list[list[Group]], counts: list[list[int]]) -> list[Group]:
@@ -262,28 +290,9 @@ def deal_groups(cfg, accelerator, kept: list[list[Group]], counts: list[list[int
         from accelerate.utils import gather_object
 
         mine = gather_object([(pos, to_wire(group)) for pos, group in mine])  # every rank's, on every rank
-        mine = [(pos, from_wire(wire)) for pos, wire in mine]
+        mine = [(pos, from_wire(Group, wire)) for pos, wire in mine]
     return [group for pos, group in sorted(mine, key=lambda x: x[0])
             if (pos % trainer.mini_batch_size) // per_rank == rank]
-
-
-def to_wire(group: Group) -> dict:
-    """A group as a few tensors, which pickle compactly for the all-gather."""
-    wire = {"prompt": torch.tensor(group.prompt_ids, dtype=torch.int32), "answer": group.answer,
-            "lens": torch.tensor([len(r) for r in group.response_ids]), "reward": group.reward, "acc": group.acc,
-            "penalty": group.penalty,
-            "tokens": torch.tensor([t for r in group.response_ids for t in r], dtype=torch.int32)}
-    for name in PER_TOKEN_FIELDS:
-        if getattr(group, name) is not None:
-            wire[name] = torch.tensor([x for row in getattr(group, name) for x in row], dtype=torch.float64)
-    return wire
-
-
-def from_wire(wire: dict) -> Group:
-    splits = lambda flat: [part.tolist() for part in flat.split(wire["lens"].tolist())]  # noqa: E731
-    return Group(wire["prompt"].tolist(), wire["answer"], splits(wire["tokens"]), wire["reward"], wire["acc"],
-                 wire["penalty"],
-                 **{name: splits(wire[name]) for name in PER_TOKEN_FIELDS if name in wire})
 
 
 def generate_share(engine, prompt_ids: list[list[int]], G: int, cfg, step: int, rank: int, gen_batch: int) -> Rollout:
@@ -299,10 +308,3 @@ def generate_share(engine, prompt_ids: list[list[int]], G: int, cfg, step: int, 
              for c in range(0, len(prompt_ids), per_call)]
     return concat(parts)
 
-
-def overlong(length: int, cfg) -> float:
-    """DAPO's overlong shaping (DAPO, arXiv 2503.14476, section 3.4); 0 when reward.overlong_buffer_len is 0."""
-    if cfg.reward.overlong_buffer_len == 0:
-        return 0.0
-    return reward.overlong_penalty(length, cfg.rollout.max_response_len, cfg.reward.overlong_buffer_len,
-                                   cfg.reward.overlong_penalty_factor)

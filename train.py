@@ -5,14 +5,15 @@
 
 Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; docs/algorithm.md maps each line):
   1. rollout:   copy the policy into the sampler once, then sample G responses per prompt (rollout.py)
-  2. reward:    verify final answers (+1 / -1) plus DAPO's overlong penalty (reward.py)
+  2. reward:    verify final answers (+1 / -1) plus DAPO's overlong penalty (reward.shaped_rewards, one call per
+                generation batch inside rollout.collect_batch)
   3. filter:    dynamic sampling keeps groups whose correctness is mixed; more generation batches
                 until `train_batch_size` groups exist over all ranks. Periodic evaluation runs
                 here, on the same weights; then the sampler sleeps.
   4. advantage: A = (r - b) / (std(r) + eps) per group, b = Quantile_K(r) for QAE (advantage.py)
   5. old log-probs: a no-grad pass over the responses no other pass covers (choice 10)
   6. update:    per mini-batch, micro-batches with gradient accumulation of the clip-higher loss,
-                normalised over the whole mini-batch (loss.py); AdamW with clipping
+                normalised over the whole mini-batch (loss.py); AdamW with clipping (5-6: `update`)
   7. log (the first two steps after a start stop if vLLM is not the trainer: engine_gap_problem), checkpoint;
      a stop asked for from outside (SIGUSR1, SIGTERM, a STOP file: infra/stop.py) ends the run here, in a checkpoint
 
@@ -29,12 +30,12 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
    in `optim/skipped` (optimizer_step).
 6. No KL penalty, no entropy bonus, no reference model (paper: "exclude both").
 7. The loss normaliser counts the whole mini-batch over all ranks, and each rank's loss is scaled by the world
-   size (accumulate_gradients).
+   size (loss_weights, accumulate_gradients).
 8. Generation calls are seeded by their global index, not by rank (rollout.sampling_seed).
 9. One weight copy into the sampler per step (VLLMSampler.sync_weights), also used by periodic evaluation
    (`eval/trained_steps` = step - 1); the final policy is evaluated once more after the last step.
-10. No redundant old-log-prob pass (`trainer.reuse_logprobs`, as TRL): the first mini-batch's own forward
-   gives its old log-probs, detached; the no-grad pass covers only what no other pass does (needs_old_pass).
+10. No redundant old-log-prob pass (`trainer.reuse_logprobs`, as TRL): the first mini-batch's own forward gives
+   its old log-probs, detached (passes.reused_old_logp); the no-grad pass covers the rest (passes.needs_old_pass).
 11. `trainer.adaptive_gen_batch` sizes each generation batch from dynamic sampling's running keep rate
    (rollout.KeepRate); off in the paper configs, which keep verl's fixed gen_batch_size.
 12. DAPO's overlong filtering is not implemented, only its soft overlong punishment (reward.overlong_penalty).
@@ -43,11 +44,11 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -62,118 +63,135 @@ from eval import EvalError, load_eval_sets, periodic_eval
 from infra import checkpoint, data, gpu_memory
 from infra.data import DataError
 from infra.launch import check_hardware, check_launch, check_world, make_accelerator, report_timeouts, stop
-from infra.logger import MetricsLogger, entropy_sample, logprob_sums, step_metrics
+from infra.logger import MetricsLogger, RankStep, StepTimes, logprob_sums, step_metrics
 from infra.model import ModelError, check_model, load_policy, load_tokenizer
+from infra.passes import Logprobs, lengths, micro_batches, needs_old_pass, reused_old_logp
 from infra.policy import Policy, plan_passes, response_logprobs
 from infra.stop import StopRequest
 from infra.vllm_sampler import GAP_CHECKED_STEPS, WeightSyncError, engine_gap_problem
 from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 
 # ----------------------------------------------------------------------------------------------
-# Steps 5-6: old log-probs, gradient passes, optimizer step
+# Steps 5-6, the update: old log-probs without gradient, then per mini-batch forward, loss, backward,
+# optimizer step. Each shortcut is one named helper with one comment; its plain call gives the textbook update.
 # ----------------------------------------------------------------------------------------------
 
 
-def needs_old_pass(cfg, batch: Batch, adv: torch.Tensor, first: set[int], world: int = 1, key: tuple = ()) -> list[int]:
-    """The responses whose log-probs under the sampling-time policy no other pass provides (choice 10).
+@dataclass
+class MiniBatch:
+    """One mini-batch's gradient passes on this rank."""
 
-    Gradient passes need `old_logp`: the first mini-batch's own forward gives it (the policy has
-    not moved yet); later mini-batches need it from before the first optimizer step. The metrics
-    need log-prob and entropy: the HF sampler reports them for every response; with vLLM, the
-    responses outside every gradient pass get a forward for them: a `logging.entropy_sample` of them
-    (logger.entropy_sample, drawn with `key` out of this rank's share of a `world` of ranks).
-    """
-    everything = range(len(batch.response_ids))
-    if not cfg.trainer.reuse_logprobs:
-        return list(everything)  # the plain way: one pass over every response
-    in_grad = lambda i: adv[i] != 0 or not cfg.trainer.sparse_update  # noqa: E731  (choice 1)
-    sample = [] if batch.policy_logp is not None else entropy_sample([i for i in everything if not in_grad(i)],
-                                                                     cfg.logging.entropy_sample, world, key)
-    return sorted([i for i in everything if in_grad(i) and i not in first] + sample)
+    losses: dict  # loss.policy_loss's metrics, combined over the passes (loss.combine)
+    mini_tokens: float  # response tokens of the mini-batch on this rank, A = 0 ones included
+    micro_batches: int  # passes with weight
+    fillers: int  # zero-weighted passes (choice 4)
+    seq_tokens: int  # prompt + response tokens through the passes with weight
+    fresh: Logprobs  # old log-probs this forward gave (the first mini-batch's, choice 10)
 
 
-def micro_batches(batch: Batch, ids: list[int], budget: int) -> list[list[int]]:
-    """The responses `ids` cut into packed micro-batches of at most `budget` prompt + response tokens (choice 2)."""
-    lens = [len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids]
-    return [[ids[j] for j in mb] for mb in data.token_budget_micro_batches(lens, budget, packed=True)]
+@dataclass
+class Update:
+    """Steps 5-6 on this rank: every mini-batch's passes, the optimizer steps, and the log-probs they left."""
+
+    minis: list[MiniBatch]
+    grad_norms: list[float]
+    skipped: int  # optimizer steps not applied (choice 5)
+    logprobs: Logprobs  # sampling-time log-probs and entropy of every response a pass covered
+    old_pass: int  # responses in the no-grad pass
+    old_s: float  # seconds in it
+    update_s: float  # seconds in gradient passes and optimizer steps
+
+    def total(self, name: str):
+        """A count summed over the mini-batches."""
+        return sum(getattr(m, name) for m in self.minis)
 
 
-def detached_rows(batch: Batch, ids: list[int], logp, entropy, wanted) -> dict:
-    """{response: (logp, entropy)} of the rows of a pass over `ids` whose response is in `wanted`,
-    cut to the response's length, detached, fp32 on the CPU."""
-    return {i: (logp[row, : len(batch.response_ids[i])].detach().float().cpu(),
-                entropy[row, : len(batch.response_ids[i])].detach().float().cpu())
-            for row, i in enumerate(ids) if i in wanted}
+def update(cfg, accelerator, model, optimizer, scheduler, batch: Batch, adv: torch.Tensor, step: int) -> Update:
+    """Steps 5-6: old log-probs (no grad), then per mini-batch of whole groups: forward, loss.policy_loss and
+    backward over micro-batches (accumulate_gradients), one optimizer step."""
+    trainer, share = cfg.trainer, cfg.trainer.mini_batch_size // accelerator.num_processes * cfg.rollout.n
+    t0 = time.perf_counter()
+    todo = needs_old_pass(cfg, batch, adv, share, accelerator.num_processes,  # choice 10: saves the forward of the
+                          key=(trainer.seed, step, accelerator.process_index))  # first mini-batch and of most A = 0
+    old = old_logprobs(cfg, accelerator, model, batch, todo)  # 5. sampling-time log-probs, no grad
+    t1, minis, norms = time.perf_counter(), [], []
+    model.train()
+    for _epoch in range(trainer.ppo_epochs):
+        for start in range(0, len(adv), share):  # 6. a mini-batch of this rank's groups
+            mini = accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(start, start + share)))
+            norms.append(optimizer_step(cfg, accelerator, model, optimizer, scheduler))
+            old, minis = old.merged(mini.fresh), minis + [mini]  # the first mini-batch's own, for later ones
+    return Update(minis, [n for n, _ in norms], sum(not applied for _, applied in norms), old, len(todo), t1 - t0,
+                  time.perf_counter() - t1)
+
+
+def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logprobs, idx: list[int]) -> MiniBatch:
+    """Forward, loss.policy_loss and backward over the micro-batches of one mini-batch (responses `idx`)."""
+    algo = cfg.algorithm
+    weight_of, mini_tokens = loss_weights(cfg, accelerator, batch, idx)  # w_i over the whole mini-batch (choice 7)
+    active = nonzero_advantage(cfg, adv, idx)  # choice 1: skips the ~80% A = 0 responses, ~0.24x the pass time
+    micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)  # choice 2: no padding, ~0.53x the time
+    passes = plan_passes(micro, accelerator, idx[0])  # choice 4: fillers, so ZeRO-3's collectives never hang
+    reports, fresh = [], Logprobs()
+    for k, p in enumerate(passes):
+        logp, entropy, mask = forward(cfg, model, batch, p.ids)  # (B, R)
+        old_logp, got = reused_old_logp(old, p.ids, logp, entropy, lengths(batch, p.ids),  # choice 10: saves the
+                                        keep=p.weight > 0)  # first mini-batch's no-grad pass
+        is_weight = tis_weight(cfg, batch, p.ids, old_logp)  # the sampler's tokens reweighted to the trainer's
+        policy_loss, metrics = loss.policy_loss(logp, old_logp, adv[p.ids].to(logp.device), mask,
+                                                torch.stack([weight_of[i] for i in p.ids]).to(logp.device),
+                                                algo.clip_eps_low, algo.clip_eps_high, algo.clip_c, is_weight)
+        accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the last pass only
+        accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' grads averaged
+        reports += [metrics] if p.weight else []  # a filler's metrics are not the batch's
+        fresh = fresh.merged(got)
+    accelerator.sync_gradients = True
+    return MiniBatch(loss.combine(reports), mini_tokens, len(micro), len(passes) - len(micro),
+                     sum(len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for mb in micro for i in mb), fresh)
 
 
 @torch.no_grad()
-def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int], pad_id: int) -> tuple[dict, int]:
-    """Step 5: {response: (logp, entropy)} under the current (= sampling-time) policy for the
-    responses `todo`, one no-grad pass; and the number of filler passes (choice 4)."""
+def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int]) -> Logprobs:
+    """Step 5: log-probs and entropy under the current (= sampling-time) policy of the responses `todo`,
+    one no-grad pass over packed micro-batches, fillers included (choice 4)."""
     micro = micro_batches(batch, todo, cfg.trainer.micro_batch_max_tokens)
     passes = plan_passes(micro, accelerator, 0, at_least_one=False)
-    known = {}
-    for p in passes:
-        logp, entropy, _ = response_logprobs(model, [batch.prompt_ids[i] for i in p.ids],
-                                             [batch.response_ids[i] for i in p.ids],
-                                             cfg.rollout.temperature, pad_id, cfg.trainer.logprob_chunk_tokens)
-        known |= detached_rows(batch, p.ids, logp, entropy, wanted=p.ids if p.weight else ())  # not a filler's
-    return known, len(passes) - len(micro)
+    rows = [Logprobs.of_pass(p.ids, lengths(batch, p.ids), *forward(cfg, model, batch, p.ids)[:2],
+                             wanted=p.ids if p.weight else ()) for p in passes]  # not a filler's
+    return Logprobs({i: v for r in rows for i, v in r.rows.items()}, len(passes) - len(micro))
 
 
-def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, known: dict, idx: list[int],
-                         pad_id: int) -> tuple[dict, dict]:
-    """Forward and backward the loss of one mini-batch (responses `idx`, whole groups) over
-    micro-batches. Returns this rank's sums for the metrics (generic: whatever the loss reports)
-    and `fresh`, {response: (logp, entropy)} for the responses missing from `known`.
-
-    `known`: {response: (logp, entropy)} under the sampling-time policy. A response missing from
-    it is in the first mini-batch, whose policy has not moved: its old log-probs are this
-    forward's, detached, returned in `fresh` (choice 10). The normaliser's counts cover every
-    response token of the mini-batch on every rank, zero-advantage responses included, so
-    skipping those (choice 1) changes no gradient.
-    """
-    algo, G = cfg.algorithm, cfg.rollout.n
-    lengths = torch.tensor([float(len(batch.response_ids[i])) for i in idx])  # (B,)
-    group_tokens = lengths.view(-1, G).sum(1).repeat_interleave(G)  # (B,) tokens of each response's group
-    totals = accelerator.reduce(torch.tensor([lengths.sum().item(), len(idx), len(idx) / G], device=accelerator.device),
+def loss_weights(cfg, accelerator, batch: Batch, idx: list[int]) -> tuple[dict, float]:
+    """{response: w_i} of the mini-batch `idx` (loss.AGGREGATIONS), its counts summed over every rank (choice 7),
+    zero-advantage responses included, so skipping those (choice 1) changes no gradient; and its response tokens
+    on this rank."""
+    G = cfg.rollout.n
+    lens = torch.tensor([float(len(batch.response_ids[i])) for i in idx])  # (B,)
+    group_tokens = lens.view(-1, G).sum(1).repeat_interleave(G)  # (B,) tokens of each response's group
+    totals = accelerator.reduce(torch.tensor([lens.sum().item(), len(idx), len(idx) / G], device=accelerator.device),
                                 "sum")  # the whole mini-batch's tokens, responses and groups, over every rank
-    counts = loss.MiniBatchCounts(*totals.tolist())
-    weight_of = dict(zip(idx, loss.AGGREGATIONS[algo.loss_agg](lengths, group_tokens, counts)))
-    active = [i for i in idx if adv[i] != 0] if cfg.trainer.sparse_update else list(idx)
-    micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)
-    passes = plan_passes(micro, accelerator, idx[0])
-    sums = {"seq_tokens": 0.0, "policy": 0.0, "micro_batches": len(micro),
-            "fillers": len(passes) - len(micro), "mini_tokens": float(lengths.sum())}
-    fresh = {}  # the first mini-batch's old log-probs: this forward's, detached (choice 10)
-    for k, p in enumerate(passes):
-        ids = p.ids
-        logp, entropy, mask = response_logprobs(model, [batch.prompt_ids[i] for i in ids],
-                                                [batch.response_ids[i] for i in ids], cfg.rollout.temperature, pad_id,
-                                                cfg.trainer.logprob_chunk_tokens)  # (B, R)
-        if p.weight:  # the first mini-batch's responses, missing from known: the policy has not moved yet
-            fresh |= detached_rows(batch, ids, logp, entropy, wanted=[i for i in ids if i not in known])
-        old = [known.get(i, fresh.get(i)) for i in ids]  # None for a filler's rows, whose old is anything
-        old_logp = data.right_pad_float([o[0] if o else logp[row].detach().cpu()
-                                         for row, o in enumerate(old)])[0].to(logp.device)  # (B, R)
-        is_weight = None
-        if algo.tis_cap is not None and batch.rollout_logp is not None:
-            rollout_logp = data.right_pad_float([torch.tensor(batch.rollout_logp[i]) for i in ids])[0]  # (B, R)
-            is_weight = loss.tis_weights(old_logp, rollout_logp.to(logp.device), algo.tis_cap)
-        weight = torch.stack([weight_of[i] for i in ids]).to(logp.device)  # (B,)
-        policy_loss, metrics = loss.policy_loss(logp, old_logp, adv[ids].to(logp.device), mask, weight,
-                                                algo.clip_eps_low, algo.clip_eps_high, algo.clip_c, is_weight)
-        accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the last pass only
-        accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' grads are averaged
-        if p.weight:
-            sums["seq_tokens"] += sum(len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for i in ids)  # no padding
-            sums["policy"] += policy_loss.item()
-            for key, value in metrics.items():  # generic: every metric the loss reports, summed (min/max kept)
-                value = value.item()
-                reduce = min if key.endswith("_min") else max if key.endswith("_max") else lambda a, b: a + b
-                sums[key] = reduce(sums[key], value) if key in sums else value
-    accelerator.sync_gradients = True
-    return sums, fresh  # sums: combined over ranks and mini-batches in logger.step_metrics
+    weights = loss.AGGREGATIONS[cfg.algorithm.loss_agg](lens, group_tokens, loss.MiniBatchCounts(*totals.tolist()))
+    return dict(zip(idx, weights)), float(lens.sum())
+
+
+def nonzero_advantage(cfg, adv: torch.Tensor, idx: list[int]) -> list[int]:
+    """The responses of `idx` with A != 0 (`trainer.sparse_update`; all of them without): an A = 0 response's
+    loss has zero gradient, and loss_weights keeps it in the normaliser's counts, so the update is exact."""
+    return [i for i in idx if adv[i] != 0 or not cfg.trainer.sparse_update]
+
+
+def forward(cfg, model, batch: Batch, ids: list[int]):
+    """logp, entropy, mask (B, R) of the responses `ids`, one packed row through `model`."""
+    return response_logprobs(model, [batch.prompt_ids[i] for i in ids], [batch.response_ids[i] for i in ids],
+                             cfg.rollout.temperature, cfg.trainer.logprob_chunk_tokens)
+
+
+def tis_weight(cfg, batch: Batch, ids: list[int], old_logp: torch.Tensor) -> torch.Tensor | None:
+    """Truncated importance sampling (`algorithm.tis_cap`, loss.tis_weights) from the sampler's log-probs, or None."""
+    if cfg.algorithm.tis_cap is None or batch.rollout_logp is None:
+        return None
+    rollout_logp = data.right_pad_float([torch.tensor(batch.rollout_logp[i]) for i in ids])[0]  # (B, R)
+    return loss.tis_weights(old_logp, rollout_logp.to(old_logp.device), cfg.algorithm.tis_cap)
 
 
 def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float, bool]:
@@ -244,15 +262,15 @@ def build(cfg: config.Config, model_path: str, tokenizer, accelerator):
     profiles memory first), and the policy prepared by accelerate (DeepSpeed's engine under ZeRO-3)."""
     trainer = cfg.trainer
     updates_per_step = trainer.ppo_epochs * (trainer.train_batch_size // trainer.mini_batch_size)
-    policy = load_policy(cfg.model, model_path)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas,
+    hf_model = load_policy(cfg.model, model_path)
+    optimizer = torch.optim.AdamW(hf_model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas,
                                   weight_decay=cfg.optim.weight_decay)
     scheduler = make_scheduler(optimizer, cfg.optim, trainer.total_steps * updates_per_step)
     max_model_len = cfg.data.max_prompt_len + cfg.rollout.max_response_len
-    rollout_engine = rollout.make_rollout(cfg.rollout, policy, tokenizer, max_model_len)
-    policy_engine, optimizer = accelerator.prepare(Policy(policy), optimizer)  # the log-prob forward runs through it
+    rollout_engine = rollout.make_sampler(cfg.rollout, hf_model, tokenizer, max_model_len)
+    policy_engine, optimizer = accelerator.prepare(Policy(hf_model), optimizer)  # the log-prob forward runs through it
     report_timeouts(cfg)  # every process group exists now: the timeout each holds
-    return policy, policy_engine, optimizer, scheduler, rollout_engine
+    return hf_model, policy_engine, optimizer, scheduler, rollout_engine
 
 
 # ----------------------------------------------------------------------------------------------
@@ -268,9 +286,8 @@ def main(argv=None) -> None:
 
     accelerator = make_accelerator(cfg)  # before the model loads: ZeRO-3 partitions it as it loads
     set_seed(cfg.trainer.seed)
-    trainer, algo, G, out_dir = cfg.trainer, cfg.algorithm, cfg.rollout.n, Path(cfg.trainer.output_dir)
-    mini_share = trainer.mini_batch_size // accelerator.num_processes  # prompts per rank per optimizer step
-    policy, policy_engine, optimizer, scheduler, rollout_engine = build(cfg, model_path, tokenizer, accelerator)
+    trainer, algo, out_dir = cfg.trainer, cfg.algorithm, Path(cfg.trainer.output_dir)
+    hf_model, policy_engine, optimizer, scheduler, rollout_engine = build(cfg, model_path, tokenizer, accelerator)
     prompt_sampler = data.PromptSampler(len(prompts), trainer.seed, cfg.data.shuffle)
     keep_rate, start_step = KeepRate(), 0
     if resume_dir:
@@ -283,7 +300,7 @@ def main(argv=None) -> None:
     def save(step: int) -> Path:
         try:
             return checkpoint.save(out_dir, step, accelerator, policy_engine, tokenizer, optimizer, scheduler,
-                                   {"sampler": prompt_sampler.state_dict(), "keep_rate": dataclasses.asdict(keep_rate)},
+                                   {"sampler": prompt_sampler.state_dict(), "keep_rate": asdict(keep_rate)},
                                    trainer.keep_last)
         except checkpoint.CheckpointError as e:  # a full disk, a read-only folder: one line, exit code 1
             stop(f"at step {step}: {e}", code=1)
@@ -298,14 +315,13 @@ def main(argv=None) -> None:
         t_step, syncs = time.perf_counter(), rollout_engine.weight_syncs
         # 1-3. Rollout, reward, dynamic sampling: one weight copy into the rollout engine, any number of batches.
         t0 = time.perf_counter()
-        sync_weights(rollout_engine, policy, step)
+        sync_weights(rollout_engine, hf_model, step)
         t_sync = time.perf_counter() - t0
         try:
-            batch, seen, gen_batches, times = collect_batch(cfg, accelerator, rollout_engine, tokenizer, prompts,
-                                                            prompt_sampler, step, keep_rate)
+            got = collect_batch(cfg, accelerator, rollout_engine, tokenizer, prompts, prompt_sampler, step, keep_rate)
         except DynamicSamplingError as e:
             stop(f"at step {step}: {e}", code=1)
-        times["sync"] = t_sync
+        batch = got.batch
         due = eval_sets and (step - 1) % cfg.eval.every == 0 and step < trainer.total_steps
         eval_metrics = evaluate(step - 1) if due else {}
         rollout_engine.sleep()  # the update gets the rollout engine's memory back
@@ -317,41 +333,26 @@ def main(argv=None) -> None:
             penalty=batch.penalty if algo.quantile_of == "verdict" else None)  # (P, G)
         adv = adv_pg.flatten()  # (P*G,)
 
-        # 5. Old log-probs (and entropy for the metrics), only where no other pass provides them (choice 10).
-        t0 = time.perf_counter()
-        todo = needs_old_pass(cfg, batch, adv, set(range(mini_share * G)), accelerator.num_processes,
-                              key=(trainer.seed, step, accelerator.process_index))
-        known, fillers = old_logprobs(cfg, accelerator, policy_engine, batch, todo, tokenizer.pad_token_id)
-        times["old_logp"] = time.perf_counter() - t0
-
-        # 6. Update: mini-batches of whole prompt groups, micro-batches inside each.
-        t0 = time.perf_counter()
-        policy_engine.train()
-        upd, norms, skipped = [], [], 0
-        for _epoch in range(trainer.ppo_epochs):
-            for p0 in range(0, batch.reward.shape[0], mini_share):
-                idx = list(range(p0 * G, (p0 + mini_share) * G))
-                sums, fresh = accumulate_gradients(cfg, accelerator, policy_engine, batch, adv, known, idx,
-                                                   tokenizer.pad_token_id)
-                known |= fresh  # the first mini-batch's old log-probs, for later epochs and the metrics
-                grad_norm, applied = optimizer_step(cfg, accelerator, policy_engine, optimizer, scheduler)
-                upd.append(sums)
-                norms.append(grad_norm)
-                skipped += not applied
-        times["update"] = time.perf_counter() - t0
+        # 5-6. Old log-probs where no other pass provides them, then the update (mini-batches of whole groups).
+        upd = update(cfg, accelerator, policy_engine, optimizer, scheduler, batch, adv, step)
         if eval_sets and step == trainer.total_steps:  # the final policy (choice 9)
-            sync_weights(rollout_engine, policy, step)
+            sync_weights(rollout_engine, hf_model, step)
             eval_metrics = evaluate(step)
             rollout_engine.sleep()
 
-        # 7. Log: every rank's sums, combined on all ranks; then checkpoint.
+        # 7. Log: every rank's record, combined on all ranks; then checkpoint.
         from_sampler = trainer.reuse_logprobs and batch.policy_logp is not None  # the HF sampler's own log-probs
-        logp_sums = logprob_sums(batch, adv, known, from_sampler, len(tokenizer))
-        mine = {"seen": seen, "reward": batch.reward, "acc": batch.acc, "adv": adv_pg, "upd": upd, "times": times,
-                "logp": logp_sums | {"fillers": fillers, "old_pass": len(todo)}}
-        ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]  # one dict per rank
-        metrics = step_metrics(ranks, step, gen_batches, norms, skipped, scheduler.get_last_lr()[0], algo.regime_K,
+        mine = RankStep(got.seen, batch.reward, batch.acc, adv_pg, advantage.hard_prompts(batch.acc, algo.regime_K),
+                        logprob_sums(batch, adv, upd.logprobs.rows, from_sampler, len(tokenizer)),
+                        [m.losses for m in upd.minis], upd.total("micro_batches"),
+                        upd.total("fillers") + upd.logprobs.fillers, upd.total("seq_tokens"),
+                        upd.total("mini_tokens"), upd.old_pass,
+                        StepTimes(t_sync, got.rollout_s, got.reward_s, upd.old_s, upd.update_s))
+        ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]  # one record per rank
+        metrics = step_metrics(ranks, step, got.gen_batches, upd.grad_norms, upd.skipped, scheduler.get_last_lr()[0],
                                time.perf_counter() - t_step)
+        metrics |= loss.logged([x for r in ranks for x in r.losses], sum(r.mini_tokens for r in ranks),
+                               len(upd.grad_norms))  # the loss's own metrics (loss.METRICS)
         logger.log_step(metrics | {"rollout/weight_syncs": rollout_engine.weight_syncs - syncs} | eval_metrics,
                         batch, adv, tokenizer)
         # vLLM held against the trainer (infra.vllm_sampler.engine_gap_problem): stop on the first steps, warn later.
@@ -372,10 +373,10 @@ def main(argv=None) -> None:
     finish(accelerator, logger, rollout_engine, stop_request)
 
 
-def sync_weights(rollout_engine, policy, step: int) -> None:
-    """The policy's weights into the sampler; a sync that misses a parameter stops the run in one line."""
+def sync_weights(rollout_engine, hf_model, step: int) -> None:
+    """The policy's weights (the HF model) into the sampler; a sync missing a parameter stops the run in one line."""
     try:
-        rollout_engine.sync_weights(policy)
+        rollout_engine.sync_weights(hf_model)
     except WeightSyncError as e:
         stop(f"at step {step}: {e}", code=1)
 

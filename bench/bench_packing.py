@@ -12,7 +12,7 @@ forward, the clip-higher loss and backward.
   packed  the trainer's: one row per micro-batch, positions restarting per sequence
           (infra.policy.packed_inputs), micro-batches filled up to the budget by their sum of tokens;
   padded  the plain layout: rows [prompt][response][pad] with a (B, 1, L, L) attention
-          mask, micro-batches filled by count x longest (infra.data.token_budget_micro_batches), and the output layer
+          mask, micro-batches filled by count x longest (bench/padded.py), and the output layer
           over every (B, R) response slot.
 Lengths are the paper's shape (bench/bench_padding.py's: response lognormal with median ~1,800
 tokens capped at 20,480, prompts 60-400) scaled by 1/12, with the token budget scaled alike
@@ -27,7 +27,7 @@ is its own), the processes alternate, and the medians are reported. Printed last
     python bench/bench_packing.py --gradient-gap cuda bfloat16    # only the two layouts' gradients, compared
 
 estimates instead the trainer compute of one step on one GPU of configs/qwen3_8b_qae.yaml with
-vLLM, before and after this change, from the pass plan (train.needs_old_pass and the micro-batches
+vLLM, before and after this change, from the pass plan (infra.passes.needs_old_pass and the micro-batches
 of both layouts) on the same lengths: see paper_plan and docs/gpu.md.
 """
 
@@ -48,11 +48,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import loss  # noqa: E402
+from bench.padded import count_by_longest_micro_batches, padded_response_logprobs  # noqa: E402
 from infra import data  # noqa: E402
 from infra.policy import Policy, response_logprobs  # noqa: E402
 
 SCALE = 12  # paper lengths / SCALE
 BUDGET = 45056 // SCALE  # configs/qwen3_8b_qae.yaml's trainer.micro_batch_max_tokens, scaled
+
+
+def micro_batches(lens: list[int], budget: int, packed: bool) -> list[list[int]]:
+    """The trainer's token budget over packed rows, or the padded rows' count x longest."""
+    return data.token_budget_micro_batches(lens, budget) if packed else count_by_longest_micro_batches(lens, budget)
 
 
 def make_model(vocab=2048, hidden=256, layers=4):
@@ -83,15 +89,15 @@ def update(model, prompts, responses, adv, offsets, packed: bool, per_mini_batch
     """The gradient passes of mini-batches of `per_mini_batch` responses; returns the token counts they computed."""
     lens = [len(p) + len(r) for p, r in zip(prompts, responses)]
     micro = [[j + m for j in mb] for m in range(0, len(lens), per_mini_batch)
-             for mb in data.token_budget_micro_batches(lens[m : m + per_mini_batch], BUDGET, packed=packed)]
+             for mb in micro_batches(lens[m : m + per_mini_batch], BUDGET, packed)]
     tokens = sum(lens)
     slots = sum(len(mb) * max(lens[i] for i in mb) for mb in micro) if not packed else tokens
     head_rows = sum(len(mb) * max(len(responses[i]) for i in mb) for mb in micro)  # (B, R) slots per micro-batch
     head_rows = sum(len(r) for r in responses) if packed else head_rows
     weight = torch.full((len(prompts),), 1.0 / sum(len(r) for r in responses))
     for mb in micro:
-        logp, _, mask = response_logprobs(model, [prompts[i] for i in mb], [responses[i] for i in mb], 1.0, 0,
-                                          packed=packed)
+        forward = response_logprobs if packed else padded_response_logprobs
+        logp, _, mask = forward(model, [prompts[i] for i in mb], [responses[i] for i in mb], 1.0)
         old = logp.detach() + data.right_pad_float([offsets[i] for i in mb])[0].to(logp.device)  # (B, R)
         policy_loss, _ = loss.policy_loss(logp, old, adv[mb].to(logp.device), mask, weight[mb].to(logp.device))
         policy_loss.backward()
@@ -151,7 +157,7 @@ def paper_plan(seed: int = 0) -> None:
     one per 220-row chunk in forward and two in backward (recompute, backward) in passes whose trace
     was invalid (most: their chunk counts differ), after, one per forward and one per backward."""
     import config
-    import train
+    from infra.passes import needs_old_pass
     from rollout import Batch
 
     cfg = config.load("qwen3_8b_qae.yaml", ["rollout.backend=vllm"])
@@ -161,13 +167,13 @@ def paper_plan(seed: int = 0) -> None:
     prompt = torch.randint(60, 400, (n,), generator=g).tolist()
     adv = (torch.rand(n, generator=g) < 0.2).float() * torch.randn(n, generator=g)
     # as vLLM gives it: no policy log-probs
-    batch = Batch([[0] * p for p in prompt], [[0] * r for r in resp], [""] * n, [""] * n, torch.zeros(n // 16, 16),
+    batch = Batch([[0] * p for p in prompt], [[0] * r for r in resp], [""] * n, torch.zeros(n // 16, 16),
                   torch.zeros(n // 16, 16, dtype=torch.bool), torch.zeros(n // 16, 16))
-    first = set(range(mini))
+    first = mini  # the first mini-batch: responses 0 .. mini - 1
 
     def cost(ids, packed: bool, grad: bool) -> dict:
         lens = [prompt[i] + resp[i] for i in ids]
-        micro = [[ids[j] for j in mb] for mb in data.token_budget_micro_batches(lens, budget, packed=packed)]
+        micro = [[ids[j] for j in mb] for mb in micro_batches(lens, budget, packed)]
         rows = [sum(resp[i] for i in mb) if packed else len(mb) * max(resp[i] for i in mb) for mb in micro]
         slots = sum(prompt[i] + resp[i] for mb in micro for i in mb) if packed else \
             sum(len(mb) * max(prompt[i] + resp[i] for i in mb) for mb in micro)
@@ -179,8 +185,8 @@ def paper_plan(seed: int = 0) -> None:
         return {"responses": len(ids), "passes": len(micro), "slots": slots, "flops": flops, "gathers": gathers}
 
     nonzero = [[i for i in range(m, m + mini) if adv[i] != 0] for m in range(0, n, mini)]
-    old_before = [i for i in range(n) if not (adv[i] != 0 and i in first)]  # train.py before: every response but those
-    old_after = train.needs_old_pass(cfg, batch, adv, first, world=8, key=(cfg.trainer.seed, 1, 0))
+    old_before = [i for i in range(n) if not (adv[i] != 0 and i < first)]  # train.py before: every response but those
+    old_after = needs_old_pass(cfg, batch, adv, first, world=8, key=(cfg.trainer.seed, 1, 0))
     rows = {}
     for name, packed, todo in (("before", False, old_before), ("sample only, padded", False, old_after),
                                ("after", True, old_after)):

@@ -3,7 +3,8 @@ lengths (long-tailed: lognormal, capped at the response budget).
 
 Both schemes make the same number of micro-batches from the same 512 sequences; the fixed-count
 one takes them in data order (what a DataLoader with a batch size does), the token-budget one
-(data.token_budget_micro_batches) sorts by length and fills each micro-batch up to the budget.
+(bench/padded.py's count_by_longest_micro_batches, infra.data.token_budget_micro_batches' rule for padded
+rows: count x longest) sorts by length and fills each micro-batch up to the budget.
 Prints, last, `pad_fraction=<token budget> naive_pad_fraction=<fixed count>`.
 """
 
@@ -13,7 +14,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from infra.data import fixed_count_micro_batches, padding_fraction, token_budget_micro_batches  # noqa: E402
+from bench.padded import (  # noqa: E402
+    count_by_longest_micro_batches,
+    fixed_count_micro_batches,
+    padding_fraction,
+)
 
 
 def main():
@@ -23,7 +28,7 @@ def main():
     prompts = torch.randint(60, 400, (512,), generator=g)
     lengths = (prompts + responses).round().long().tolist()
     budget = 2 * (2048 + 20480)  # configs/qwen3_8b_qae.yaml: trainer.micro_batch_max_tokens
-    packed = token_budget_micro_batches(lengths, budget)
+    packed = count_by_longest_micro_batches(lengths, budget)
     naive = fixed_count_micro_batches(len(lengths), size=-(-len(lengths) // len(packed)))
     print(f"{len(lengths)} sequences, median {sorted(lengths)[256]} tokens, max {max(lengths)}, budget {budget} tokens")
     print(f"token budget: {len(packed)} micro-batches; fixed count: {len(naive)} micro-batches of {len(naive[0])}")

@@ -18,6 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import config  # noqa: E402
 import train  # noqa: E402
+from infra.passes import Logprobs  # noqa: E402
 from infra.policy import Policy  # noqa: E402
 from rollout import Batch  # noqa: E402
 
@@ -40,7 +41,7 @@ def make_batch(P=8, G=8, vocab=2048, nonzero=0.2):
     adv = torch.zeros(P * G)
     live = torch.randperm(P * G, generator=g)[: round(nonzero * P * G)]
     adv[live] = torch.randn(len(live), generator=g)  # 80% exact zeros, as QAE at K = 0.4
-    batch = Batch([prompt[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
+    batch = Batch([prompt[k // G] for k in range(P * G)], responses, [""] * (P * G),
                   torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool), torch.zeros(P, G))
     return batch, adv
 
@@ -49,7 +50,7 @@ def grads_of(cfg, accelerator, model, batch, adv, known, sparse: bool):
     cfg.trainer.sparse_update = sparse
     model.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
-    train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, list(range(len(adv))), pad_id=0)
+    train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, list(range(len(adv))))
     elapsed = time.perf_counter() - t0
     return elapsed, [p.grad.clone() for p in model.parameters()]
 
@@ -63,9 +64,9 @@ def main():
                                 "data.max_prompt_len=512", "reward.overlong_buffer_len=0"])
     model = make_model()
     batch, adv = make_batch()
-    known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(len(adv))), pad_id=0)
+    known = train.old_logprobs(cfg, accelerator, model, batch, list(range(len(adv))))
     # old log-probs off the policy: ratios vary
-    known = {i: (lp + 0.05 * torch.randn(len(lp)), ent) for i, (lp, ent) in known.items()}
+    known = Logprobs({i: (lp + 0.05 * torch.randn(len(lp)), ent) for i, (lp, ent) in known.rows.items()})
     print(f"{len(adv)} responses, {(adv == 0).float().mean().item():.0%} with zero advantage, "
           f"{sum(len(r) for r in batch.response_ids)} response tokens")
     times = {True: [], False: []}

@@ -32,7 +32,7 @@ Old log-probs: neither side runs a separate no-grad pass. TRL 1.16.0 (grpo_train
 `gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0` or vLLM importance
 sampling is on; otherwise it is None and `_compute_loss` uses `per_token_logps.detach()` of the
 training forward. The TRL worker asserts at every step that no old log-probs were computed. This
-trainer does the same with `trainer.reuse_logprobs` (train.needs_old_pass): the first
+trainer does the same with `trainer.reuse_logprobs` (infra.passes.needs_old_pass): the first
 mini-batch's old log-probs are its own forward's, detached.
 
 Timing. This trainer: `time/step` and its phases from <output_dir>/metrics.jsonl (the loop's own

@@ -5,6 +5,8 @@ fork changes the algorithm at the root without reading this package.
     model.py          the policy model and tokenizer, checked before anything loads, then loaded
     policy.py         the log-prob forward DeepSpeed wraps: packed rows, the output layer in one call,
                       equal pass counts on every rank
+    passes.py         the update's passes: which responses get a forward, packed micro-batches, the old
+                      log-probs a pass leaves for later ones, the entropy metrics' sample
     logprobs.py       log-probabilities and entropy of sampled tokens, chunked: no (B, T, V) fp32 tensor
     data.py           prompts in, micro-batches out: the template, distinct rows, the resumable sampler,
                       token-budget micro-batches
@@ -22,6 +24,7 @@ fork changes the algorithm at the root without reading this package.
     config_checks.py  the config's cross-field checks and derived values, run on every config built
     cli.py            a bad command line in one `error:` line, exit code 2
     diagnostics.py    the advantage's statistics, gate violations, entropy split by advantage sign
-    logger.py         every metric documented, one step's metrics from all ranks' sums, JSONL, wandb
+    wire.py           records packed as a few flat tensors for the all-gather over ranks
+    logger.py         every metric documented, one step's metrics from all ranks' records, JSONL, wandb
     plots.py          metrics.png: held-out pass@k first, then the per-step metrics smoothed over raw points
 """

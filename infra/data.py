@@ -239,39 +239,25 @@ class PromptSampler:
 # ----------------------------------------------------------------------------------------------
 
 
-def token_budget_micro_batches(lengths: list[int], max_tokens: int, packed: bool = False) -> list[list[int]]:
-    """Indices of sequences grouped, longest first, so that every group's tokens fit `max_tokens`
-    (choice 6): count x longest for padded rows, the sum of lengths for one packed row
-    (`packed`). A sequence longer than the budget gets a group of its own.
+def token_budget_micro_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Indices of sequences grouped, longest first, so that every group's tokens (the sum of its
+    lengths: one packed row) fit `max_tokens` (choice 6). A sequence longer than the budget gets a
+    group of its own.
 
     >>> token_budget_micro_batches([5, 100, 7, 90, 6], max_tokens=200)
-    [[1, 3], [2, 4, 0]]
-    >>> token_budget_micro_batches([5, 100, 7, 90, 6], max_tokens=200, packed=True)
     [[1, 3, 2], [4, 0]]
     """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     groups, current, used = [], [], 0
     for i in order:
-        used_after = used + lengths[i] if packed else (len(current) + 1) * lengths[current[0] if current else i]
-        if current and used_after > max_tokens:
+        if current and used + lengths[i] > max_tokens:
             groups.append(current)
-            current, used_after = [], lengths[i]
+            current, used = [], 0
         current.append(i)
-        used = used_after
+        used += lengths[i]
     if current:
         groups.append(current)
     return groups
-
-
-def fixed_count_micro_batches(num: int, size: int) -> list[list[int]]:
-    """The naive alternative: consecutive groups of `size` sequences (for the padding bench)."""
-    return [list(range(i, min(i + size, num))) for i in range(0, num, size)]
-
-
-def padding_fraction(lengths: list[int], groups: list[list[int]]) -> float:
-    """Fraction of the padded (count x longest) slots of all groups that are padding."""
-    slots = sum(len(g) * max(lengths[i] for i in g) for g in groups)
-    return 1.0 - sum(lengths) / slots if slots else 0.0
 
 
 def right_pad_float(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,14 +269,3 @@ def right_pad_float(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tenso
         values[b, : len(r)] = r
         mask[b, : len(r)] = 1
     return values, mask
-
-
-def right_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token lists -> input_ids (B, L) right-padded, attention_mask (B, L)."""
-    L = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)  # (B, L)
-    mask = torch.zeros(len(seqs), L, dtype=torch.long)  # (B, L)
-    for b, s in enumerate(seqs):
-        ids[b, : len(s)] = torch.tensor(s, dtype=torch.long)
-        mask[b, : len(s)] = 1
-    return ids, mask

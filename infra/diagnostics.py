@@ -2,7 +2,7 @@
 statistics and regime split, the responses on the wrong side of QAE's gate, and the entropy
 diagnostics split by advantage sign, as sums that add up across ranks.
 
-    advantage_stats(adv, reward, acc, regime_K)   # adv/* metrics, (P, G) inputs
+    advantage_stats(adv, reward, acc, hard)       # adv/* metrics, (P, G) inputs and (P,) hard prompts
     entropy_sums_by_sign(entropy, adv)            # -> entropy_by_sign after the ranks' sums
     covariance_sums(logp, adv)                    # -> entropy_covariance_from_sums likewise (Cov(logp, A))
 
@@ -27,19 +27,17 @@ def gate_violations(adv: torch.Tensor, acc: torch.Tensor) -> float:
     return wrong_side.float().mean().item()
 
 
-def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, regime_K: float) -> dict[str, float]:
+def advantage_stats(adv: torch.Tensor, reward: torch.Tensor, acc: torch.Tensor, hard: torch.Tensor) -> dict[str, float]:
     """What the advantage did this step, all over the (P, G) batch:
 
     - zero_frac:       fraction of responses with advantage exactly 0 (paper, abstract: ~80% at
                        a tuned K)
-    - hard_frac:       fraction of prompts with success rate p <= 1 - regime_K
-    - easy_frac:       fraction of prompts with p > 1 - regime_K
+    - hard_frac:       fraction of prompts in the hard regime (`hard`, (P,) bool: advantage.hard_prompts at
+                       algorithm.regime_K, p <= 1 - K)
+    - easy_frac:       fraction of the other prompts
     - zero_var_frac:   fraction of groups whose rewards are all equal (no signal under any baseline)
     - mean/min/max of the advantage over responses
     """
-    # (P,) p <= 1 - K: advantage.hard_prompts' rule, which infra cannot import (it imports no component);
-    # tests/test_advantage.py holds the two equal at every success count.
-    hard = acc.float().mean(dim=1) <= 1.0 - regime_K + 1e-9  # (P,)
     return {
         "zero_frac": (adv == 0).float().mean().item(),
         "hard_frac": hard.float().mean().item(),

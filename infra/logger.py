@@ -1,17 +1,16 @@
 """Metrics: what each one means, how one step's are computed, and where they go (one JSONL row
 per step, wandb when configured, sampled completions as text, a plot).
 
-Every metric train.py logs is documented in METRICS (name -> one line); a test checks that no
-undocumented metric is logged. `step_metrics` computes them from each rank's raw sums, so with
-several processes every metric covers the whole batch.
+Every metric train.py logs is documented in METRICS (name -> one line), the loss's in loss.METRICS;
+a test checks that no undocumented metric is logged. `step_metrics` computes them from each rank's
+raw sums (a `RankStep` record), so with several processes every metric covers the whole batch.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import os
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -19,11 +18,7 @@ import torch
 import config
 from infra import diagnostics
 
-# What the loss reports (loss.policy_loss's metrics, and "policy", the loss itself): summed over
-# micro-batches and ranks by train.accumulate_gradients, then divided by the named sum ("num_tokens":
-# tokens in gradient passes; "mini_tokens": every response token of the mini-batches; "updates":
-# optimizer steps), or kept as the smallest / largest value. A new loss metric is one entry here.
-LOSS_METRICS = {
+METRICS = {
     "loss/policy": ("updates", "clip-higher policy loss, mean over the step's optimizer steps"),
     "loss/clip_frac_high": ("mini_tokens", "fraction of mini-batch tokens with A > 0 and ratio > 1 + eps_high "
                                            "(gradient clipped)"),
@@ -73,7 +68,8 @@ METRICS = {
                          "Eq. 18); A = 0 tokens weighted as in policy/entropy",
     "entropy_cov/pos": "part of entropy_cov/total from positive-advantage tokens (lowers entropy when > 0)",
     "entropy_cov/neg": "part of entropy_cov/total from negative-advantage tokens",
-    **{name: doc for name, (_, doc) in LOSS_METRICS.items()},
+    "loss/<name>": "the loss's metrics: loss.METRICS gives each its meaning, its reduction over micro-batches, "
+                   "mini-batches and ranks, and its denominator",
     "optim/grad_norm": "global gradient norm before clipping, mean over the step's optimizer steps",
     "optim/lr": "learning rate after the step",
     "optim/skipped": "optimizer steps skipped because the loss or gradient was not finite",
@@ -91,7 +87,7 @@ METRICS = {
     "perf/filler_passes": "zero-weighted passes (old log-probs and update, all ranks) run so every rank makes as "
                           "many as the busiest (ZeRO-3's collectives)",
     "perf/old_pass_frac": "fraction of the batch's responses in the no-grad pass: later mini-batches' A != 0 ones and "
-                          "the logging.entropy_sample of A = 0 ones with vLLM (train.needs_old_pass; 1.0 without "
+                          "the logging.entropy_sample of A = 0 ones with vLLM (passes.needs_old_pass; 1.0 without "
                           "reuse)",
     "perf/gen_tokens_per_s": "response tokens generated per second of rollout",
     "perf/train_tokens_per_s": "tokens (prompt + response) through gradient passes per second of update",
@@ -126,23 +122,34 @@ def documented(name: str) -> bool:
 # ----------------------------------------------------------------------------------------------
 
 
-def entropy_sample(candidates: list[int], sample: float, world: int, key: tuple) -> list[int]:
-    """The responses out of `candidates` (this rank's, outside every gradient pass) that get a
-    forward for the entropy metrics (`logging.entropy_sample`): a fraction `sample` <= 1 of them,
-    rounded up, or a count `sample` > 1 per step, split over the `world` ranks; drawn uniformly,
-    seeded by `key` (seed, step, rank). All of them, in order, when the sample covers them.
+@dataclass
+class StepTimes:
+    """Seconds per phase of a step on one rank."""
 
-    >>> entropy_sample([3, 5, 8, 9], 1.0, 1, (0, 1, 0)), len(entropy_sample([3, 5, 8, 9], 0.3, 1, (0, 1, 0)))
-    ([3, 5, 8, 9], 2)
-    >>> len(entropy_sample(list(range(100)), 8, 2, (0, 1, 0)))
-    4
-    """
-    k = math.ceil(sample * len(candidates)) if sample <= 1 else math.ceil(sample / world)
-    if k >= len(candidates):
-        return list(candidates)
-    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-    g = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
-    return sorted(candidates[j] for j in torch.randperm(len(candidates), generator=g)[:k].tolist())
+    sync: float  # copying the policy's weights into the sampler
+    rollout: float  # generating responses
+    reward: float  # verifying answers
+    old_logp: float  # the no-grad pass
+    update: float  # gradient passes and optimizer steps
+
+
+@dataclass
+class RankStep:
+    """One rank's share of a step, gathered over ranks for step_metrics (train.py step 7)."""
+
+    seen: object  # rollout.Seen: every response this rank generated (reward, acc, lengths, truncated, counts)
+    reward: torch.Tensor  # (P, G) this rank's share of the training batch
+    acc: torch.Tensor  # (P, G)
+    adv: torch.Tensor  # (P, G)
+    hard: torch.Tensor  # (P,) bool: advantage.hard_prompts at algorithm.regime_K
+    logp: dict  # logprob_sums: entropy, entropy by advantage sign, covariance sums, sampler gap
+    losses: list[dict]  # loss.policy_loss's metrics per mini-batch, for loss.logged (train.py step 7)
+    micro_batches: int  # gradient passes with weight
+    fillers: int  # zero-weighted passes, no-grad pass and update
+    seq_tokens: int  # prompt + response tokens through gradient passes
+    mini_tokens: float  # response tokens of this rank's mini-batches (the loss's "mini_tokens")
+    old_pass: int  # responses in the no-grad pass
+    times: StepTimes
 
 
 def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool, n_allowed: int | None = None) -> dict:
@@ -151,7 +158,7 @@ def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool, n_al
     the count of sampled ids at or above `n_allowed` (len(tokenizer): the padded vocabulary).
 
     `known`: {response: (logp, entropy)} from the passes: every A != 0 response, and the sample of
-    A = 0 ones (entropy_sample); `from_sampler`: use the HF sampler's values, for every response.
+    A = 0 ones (passes.entropy_sample); `from_sampler`: use the HF sampler's values, for every response.
     The sums are linear in the tokens, so the sampled A = 0 tokens count `w` times, w = (A = 0
     tokens of the batch) / (sampled ones): an estimate of the whole batch's sums, exact for w = 1.
     """
@@ -185,71 +192,49 @@ def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool, n_al
     return out
 
 
-def loss_metrics(upd: list[dict], updates: int) -> dict:
-    """LOSS_METRICS from every rank's and mini-batch's sums (train.accumulate_gradients)."""
-    total = lambda key: sum(u.get(key, 0.0) for u in upd)  # noqa: E731
-    out = {}
-    for name, (per, _) in LOSS_METRICS.items():
-        values = [u[name[5:]] for u in upd if name[5:] in u]  # name without "loss/"
-        if per in ("min", "max"):
-            out[name] = (min if per == "min" else max)(values, default=1.0)
-        else:
-            out[name] = sum(values) / max(updates if per == "updates" else total(per), 1)
-    return out
-
-
-def step_metrics(ranks: list[dict], step: int, gen_batches: int, norms: list[float], skipped: int, lr: float,
-                 regime_K: float, step_time: float) -> dict:
-    """The logged metrics (METRICS) from each rank's raw sums; the same on every rank.
-
-    Each entry of `ranks` is one rank's dict (train.py step 7): "seen" (every generated
-    response's reward, acc, len, truncated, plus timeouts / groups / kept counts), "reward",
-    "acc", "adv" (its (P, G) training share), "logp" (old_logprobs' sums: entropy, entropy by
-    advantage sign, covariance sums, sampler gap), "upd" (one accumulate_gradients dict per
-    mini-batch) and "times" (seconds per phase).
-    """
-    seen = {k: [x for r in ranks for x in r["seen"][k]] for k in ("reward", "acc", "len", "truncated")}
-    total = lambda key: sum(r["seen"][key] for r in ranks)  # noqa: E731
-    reward, acc, adv = (torch.cat([r[k] for r in ranks]) for k in ("reward", "acc", "adv"))  # (P, G) over all ranks
-    upd = [u for r in ranks for u in r["upd"]]  # per rank and mini-batch
-    lp = {k: sum(r["logp"][k] for r in ranks) for k in ("ent_sum", "tokens", "ent_by_sign", "cov")}
-    times = {k: max(r["times"][k] for r in ranks) for k in ranks[0]["times"]}  # the slowest rank paces the step
-    u = {k: sum(x[k] for x in upd) for k in ("micro_batches", "fillers", "seq_tokens")}
-    lens = torch.tensor(seen["len"], dtype=torch.float32)
+def step_metrics(ranks: list[RankStep], step: int, gen_batches: int, norms: list[float], skipped: int, lr: float,
+                 step_time: float) -> dict:
+    """The logged metrics (METRICS, but the loss's: loss.logged) from each rank's record; the same on every rank."""
+    seen = [r.seen for r in ranks]
+    rewards, accs, lengths, truncated = ([x for s in seen for x in getattr(s, k)]
+                                         for k in ("reward", "acc", "lengths", "truncated"))
+    reward, acc, adv, hard = (torch.cat([getattr(r, k) for r in ranks]) for k in ("reward", "acc", "adv", "hard"))
+    lp = {k: sum(r.logp[k] for r in ranks) for k in ("ent_sum", "tokens", "ent_by_sign", "cov")}
+    times = {f.name: max(getattr(r.times, f.name) for r in ranks) for f in fields(StepTimes)}  # the slowest paces
+    lens = torch.tensor(lengths, dtype=torch.float32)
     metrics = {
         "step": step,
-        "reward/mean": sum(seen["reward"]) / len(seen["reward"]),
-        "reward/acc": sum(seen["acc"]) / len(seen["acc"]),
-        "reward/timeouts": total("timeouts"),
+        "reward/mean": sum(rewards) / len(rewards),
+        "reward/acc": sum(accs) / len(accs),
+        "reward/timeouts": sum(s.timeouts for s in seen),
         "response/len_mean": lens.mean().item(),
         "response/len_max": lens.max().item(),
-        "response/truncated_frac": sum(seen["truncated"]) / len(seen["truncated"]),
+        "response/truncated_frac": sum(truncated) / len(truncated),
         "policy/entropy": lp["ent_sum"] / max(lp["tokens"], 1),
-        "policy/entropy_coverage": sum(r["logp"]["covered"] for r in ranks) / max(lp["tokens"], 1),
+        "policy/entropy_coverage": sum(r.logp["covered"] for r in ranks) / max(lp["tokens"], 1),
         **{f"policy/entropy_{k}": v for k, v in diagnostics.entropy_by_sign(lp["ent_by_sign"]).items()},
-        **{f"adv/{k}": v for k, v in diagnostics.advantage_stats(adv, reward, acc, regime_K).items()},
+        **{f"adv/{k}": v for k, v in diagnostics.advantage_stats(adv, reward, acc, hard).items()},
         "sampling/gen_batches": gen_batches,
-        "sampling/kept_frac": total("kept") / total("groups"),
-        "sampling/gen_prompts": sum(ranks[0]["seen"]["sizes"]),
+        "sampling/kept_frac": sum(s.kept for s in seen) / sum(s.groups for s in seen),
+        "sampling/gen_prompts": sum(seen[0].sizes),
         **{f"entropy_cov/{k}": v for k, v in diagnostics.entropy_covariance_from_sums(lp["cov"]).items()},
-        **loss_metrics(upd, len(norms)),
         "optim/grad_norm": sum(norms) / len(norms),
         "optim/lr": lr,
         "optim/skipped": skipped,
         "optim/updates": len(norms) - skipped,
-        "perf/micro_batches": u["micro_batches"],
-        "perf/filler_passes": u["fillers"] + sum(r["logp"]["fillers"] for r in ranks),
-        "perf/old_pass_frac": sum(r["logp"]["old_pass"] for r in ranks) / reward.numel(),
+        "perf/micro_batches": sum(r.micro_batches for r in ranks),
+        "perf/filler_passes": sum(r.fillers for r in ranks),
+        "perf/old_pass_frac": sum(r.old_pass for r in ranks) / reward.numel(),
         "perf/gen_tokens_per_s": lens.sum().item() / max(times["rollout"], 1e-9),
-        "perf/train_tokens_per_s": u["seq_tokens"] / max(times["update"], 1e-9),
+        "perf/train_tokens_per_s": sum(r.seq_tokens for r in ranks) / max(times["update"], 1e-9),
         **{f"time/{k}": v for k, v in times.items()},
         "time/step": step_time,
         "perf/peak_mem_gb": peak_memory_gb(),
     }
-    if "gap_max" in ranks[0]["logp"]:
-        metrics["rollout/logp_diff_mean"] = sum(r["logp"]["gap_sum"] for r in ranks) / max(lp["tokens"], 1)
-        metrics["rollout/logp_diff_max"] = max(r["logp"]["gap_max"] for r in ranks)
-        metrics["rollout/padded_ids"] = sum(r["logp"]["padded"] for r in ranks)
+    if "gap_max" in ranks[0].logp:
+        metrics["rollout/logp_diff_mean"] = sum(r.logp["gap_sum"] for r in ranks) / max(lp["tokens"], 1)
+        metrics["rollout/logp_diff_max"] = max(r.logp["gap_max"] for r in ranks)
+        metrics["rollout/padded_ids"] = sum(r.logp["padded"] for r in ranks)
     return metrics
 
 
@@ -288,10 +273,11 @@ class MetricsLogger:
         """One training step: its metrics, its first `logging.num_completions` samples, a progress line."""
         self.log(metrics)
         step = metrics["step"]
-        self.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]), "response": batch.texts[i],
+        shown = range(min(self.num_completions, len(batch.response_ids)))  # only these are decoded
+        self.log_completions(step, [{"prompt": tokenizer.decode(batch.prompt_ids[i]),
+                                     "response": tokenizer.decode(batch.response_ids[i], skip_special_tokens=True),
                                      "answer": batch.answers[i], "reward": batch.reward.flatten()[i].item(),
-                                     "adv": adv[i].item()}
-                                    for i in range(min(self.num_completions, len(batch.texts)))])
+                                     "adv": adv[i].item()} for i in shown])
         if self.enabled:
             from tqdm import tqdm
 

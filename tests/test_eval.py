@@ -230,7 +230,7 @@ def test_evaluate_with_a_training_engine(tmp_path):
 
     cfg = config.load("tiny_qae.yaml")
     tokenizer = load_tokenizer(cfg.model.name_or_path)
-    engine = rollout.make_rollout(cfg.rollout, load_policy(cfg.model, cfg.model.name_or_path), tokenizer,
+    engine = rollout.make_sampler(cfg.rollout, load_policy(cfg.model, cfg.model.name_or_path), tokenizer,
                                   max_model_len=128)
     problems = ev.load_benchmark("tiny/test.jsonl", cfg.data, tokenizer, limit=3)
     assert [p.id for p in problems] == ["test-00000", "test-00001", "test-00002"] and problems[0].answer == "1052"

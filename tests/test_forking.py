@@ -65,3 +65,53 @@ def test_the_readme_forking_example_runs_as_written(monkeypatch, tmp_path):
 def test_without_the_entry_the_config_names_the_registered_baselines():
     with pytest.raises(config.ConfigError, match=r"must be one of \['mean', 'quantile'\], got 'lower_mean'"):
         config.from_dict({}, ["algorithm.baseline=lower_mean", "algorithm.K=0.5"])
+
+
+def loss_metric_block() -> str:
+    """The one code block of the README's "Forking: a new loss term and its metric" section."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Forking: a new loss term and its metric", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
+    assert [lang for lang, _ in blocks] == ["python"], "the loss-metric recipe lost its block"
+    return blocks[0][1]
+
+
+def test_the_readme_loss_metric_recipe_edits_loss_py_only(monkeypatch, tiny_policy_dir):
+    """The block, appended to (a copy of) loss.py's namespace, reaches the update and the step's metrics
+    with no other change: train.accumulate_gradients calls it, loss.logged divides it, the logger documents it."""
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    import loss
+    import train
+    from infra.logger import documented
+    from infra.policy import Policy
+    from rollout import Batch
+
+    namespace = dict(vars(loss)) | {"METRICS": dict(loss.METRICS)}
+    exec(loss_metric_block(), namespace)  # as a fork appends it to loss.py
+    monkeypatch.setattr(loss, "METRICS", namespace["METRICS"])
+    monkeypatch.setattr(loss, "policy_loss", namespace["policy_loss"])
+
+    logp, old = torch.log(torch.tensor([[1.0, 1.5, 0.5]])), torch.zeros(1, 3)  # ratios 1, 1.5, 0.5
+    adv, mask, weight = torch.tensor([1.0]), torch.tensor([[1, 1, 0]]), torch.tensor([0.5])
+    plain, _ = namespace["clip_higher_policy_loss"](logp, old, adv, mask, weight)
+    with_kl, metrics = loss.policy_loss(logp, old, adv, mask, weight)
+    k2 = 0.5 * torch.log(torch.tensor(1.5)) ** 2  # the masked third token adds nothing
+    assert metrics["kl_k2"].item() == pytest.approx(k2.item())
+    assert (with_kl - plain).item() == pytest.approx(namespace["KL_COEF"] * 0.5 * k2.item(), rel=1e-4)
+
+    cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.mini_batch_size=2",
+                                "reward.overlong_buffer_len=0"])
+    model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32))
+    g = torch.Generator().manual_seed(1)
+    responses = [torch.randint(3, 300, (3 + k,), generator=g).tolist() for k in range(8)]
+    batch = Batch([[5, 6, 7]] * 4 + [[8, 9]] * 4, responses, [""] * 8, torch.zeros(2, 4),
+                  torch.zeros(2, 4, dtype=torch.bool), torch.zeros(2, 4))
+    adv, accelerator = torch.tensor([1.0, 0.0, -1.0, 0.5, 0.0, 0.0, 2.0, -0.5]), Accelerator(cpu=True)
+    old = train.old_logprobs(cfg, accelerator, model, batch, list(range(8)))
+    old = train.Logprobs({i: (lp - 0.2, ent) for i, (lp, ent) in old.rows.items()})  # ratios off 1
+    mini = train.accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(8)))
+    logged = loss.logged([mini.losses], mini.mini_tokens, updates=1)
+    assert logged["loss/kl_k2"] == pytest.approx(0.5 * 0.2**2, rel=1e-4)  # every token's log-ratio is 0.2
+    assert documented("loss/kl_k2")

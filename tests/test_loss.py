@@ -243,3 +243,28 @@ def test_chunks_of_at_most_chunk_tokens_rows_change_nothing(rows, chunk):
     l2, e2 = logprob_entropy(head(hidden), targets, temperature=0.8)
     (l2.sum() + 0.5 * e2.sum()).backward()
     torch.testing.assert_close(grad, hidden.grad)
+
+
+def test_loss_metrics_are_combined_by_their_reduction_then_divided_by_their_denominator():
+    from loss import METRICS, combine, logged
+
+    a = {"policy": 0.5, "clip_frac_high": 2.0, "ratio_mean": 7.5, "num_tokens": 6.0, "ratio_min": 0.8, "ratio_max": 1.3}
+    b = {"policy": .25, "clip_frac_high": 1.0, "ratio_mean": 4.5, "num_tokens": 4.0, "ratio_min": 0.9, "ratio_max": 1.5}
+    assert combine([a, b]) == {"policy": 0.75, "clip_frac_high": 3.0, "ratio_mean": 12.0, "num_tokens": 10.0,
+                               "ratio_min": 0.8, "ratio_max": 1.5}
+    m = logged([a, b, a], mini_tokens=40.0, updates=2)  # three mini-batches' reports, from any ranks
+    assert m["loss/policy"] == pytest.approx(1.25 / 2)  # per optimizer step
+    assert m["loss/clip_frac_high"] == pytest.approx(5.0 / 40.0)  # per mini-batch token, A = 0 ones included
+    assert m["loss/ratio_mean"] == pytest.approx(19.5 / 16.0)  # per token in gradient passes
+    assert m["loss/ratio_min"] == 0.8 and m["loss/ratio_max"] == 1.5 and m["loss/approx_kl"] == 0.0
+    assert set(m) == {f"loss/{name}" for name, (_, _, meaning) in METRICS.items() if meaning is not None}
+    assert logged([], mini_tokens=0.0, updates=0)["loss/ratio_min"] == 1.0  # no gradient pass at all
+
+
+def test_every_reported_metric_has_an_entry_in_the_table():
+    from loss import METRICS, REDUCTIONS
+
+    _, m = policy_loss(torch.zeros(1, 3), torch.zeros(1, 3), torch.tensor([1.0]), torch.ones(1, 3), torch.ones(1))
+    assert set(m) == set(METRICS)
+    for reduce, per, _ in METRICS.values():
+        assert reduce in REDUCTIONS and per in (None, "num_tokens", "mini_tokens", "updates")

@@ -1,5 +1,5 @@
 """Packed micro-batches (infra.policy.packed_inputs): one row per micro-batch, positions restarting per
-sequence, no padding computed, against padded rows (infra.policy.padded_inputs); and the HF sampler,
+sequence, no padding computed, against padded rows (bench/padded.py); and the HF sampler,
 which shares the model, unchanged by the switch of its attention implementation."""
 
 import pytest
@@ -7,9 +7,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import rollout
+from bench.padded import padded_response_logprobs
 from infra import policy
 from infra.policy import Policy, packed_inputs, response_logprobs
-from rollout import make_rollout
+from rollout import make_sampler
 
 REPO_TINY = "tiny/model"
 
@@ -24,7 +25,8 @@ def sequences(seed: int, B: int, vocab: int = 300):
 
 def logprobs_and_grads(model, prompts, responses, packed: bool, chunk_rows=None):
     model.zero_grad(set_to_none=True)
-    logp, entropy, mask = response_logprobs(Policy(model), prompts, responses, 0.8, 0, chunk_rows, packed=packed)
+    forward = response_logprobs if packed else padded_response_logprobs
+    logp, entropy, mask = forward(Policy(model), prompts, responses, 0.8, chunk_rows=chunk_rows)
     w = torch.linspace(-1.0, 1.0, logp.numel()).view_as(logp)  # weigh every token differently
     ((logp * w + 0.5 * entropy) * mask).sum().backward()
     return logp * mask, entropy * mask, {n: p.grad.clone() for n, p in model.named_parameters()}
@@ -62,9 +64,9 @@ def test_the_packed_forward_builds_no_attention_mask(tiny_policy_dir, monkeypatc
     monkeypatch.setattr(masking, "sdpa_mask", lambda *a, **k: built.append(k.get("q_length")) or original(*a, **k))
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     prompts, responses = sequences(3, 6)
-    response_logprobs(Policy(model), prompts, responses, 1.0, 0)
+    response_logprobs(Policy(model), prompts, responses, 1.0)
     assert built == []  # no (N, N) mask: one causal SDPA call per sequence
-    response_logprobs(Policy(model), prompts, responses, 1.0, 0, packed=False)
+    padded_response_logprobs(Policy(model), prompts, responses, 1.0)
     assert built  # the padded rows' (B, 1, L, L) mask
 
 
@@ -74,7 +76,7 @@ def test_the_hf_sampler_draws_the_same_after_the_policy_switches_attention(tiny_
 
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     tokenizer = load_tokenizer(str(tiny_policy_dir))
-    engine = make_rollout(RolloutConfig(backend="hf", max_response_len=12, temperature=1.0), model, tokenizer, 64)
+    engine = make_sampler(RolloutConfig(backend="hf", max_response_len=12, temperature=1.0), model, tokenizer, 64)
     prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [13]]
     before = rollout.generate(engine, prompts, n=3, seed=7)
     Policy(model)  # switches the model from sdpa to packed_sdpa

@@ -1,4 +1,4 @@
-"""The fast path of step 5 (`trainer.reuse_logprobs`, train.needs_old_pass) against the plain one: reusing the first
+"""The fast path of step 5 (`trainer.reuse_logprobs`, passes.needs_old_pass) against the plain one: reusing the first
 mini-batch's forward and the HF sampler's own logits for the old log-probs and the entropy
 metrics must give the same update and the same metrics as one no-grad pass over every response.
 

@@ -10,6 +10,7 @@ import rollout as batching
 import train
 from infra.data import Prompt
 from infra.logprobs import logprob_entropy
+from infra.passes import Logprobs, needs_old_pass
 from infra.policy import Policy, response_logprobs
 
 
@@ -33,7 +34,7 @@ def random_batch(P=4, G=4, vocab=300, zero_frac=0.75, seed=0):
                  for _ in range(P * G)]
     adv = torch.randn(P * G, generator=g, dtype=torch.float64).float()
     adv[torch.rand(P * G, generator=g) < zero_frac] = 0.0
-    batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
+    batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G),
                            torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool), torch.zeros(P, G))
     return batch, adv
 
@@ -42,8 +43,7 @@ def test_response_logprobs_match_full_forward(tiny_policy_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     batch, _ = random_batch()
     ids = slice(0, 5)
-    logp, ent, mask = response_logprobs(Policy(model), batch.prompt_ids[ids], batch.response_ids[ids], temperature=0.7,
-                                        pad_id=0)
+    logp, ent, mask = response_logprobs(Policy(model), batch.prompt_ids[ids], batch.response_ids[ids], temperature=0.7)
     for row, (p, r) in enumerate(zip(batch.prompt_ids[ids], batch.response_ids[ids])):
         logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1]  # (R, V) predicting r
         ref_logp, ref_ent = logprob_entropy(logits[None], torch.tensor([r]), temperature=0.7)
@@ -56,21 +56,21 @@ def test_sparse_update_gives_the_same_gradients(tiny_policy_dir, accelerator, cf
     model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float64))
     batch, adv = random_batch(P=4, G=4, zero_frac=0.8, seed=3)
     assert 0 < (adv != 0).sum() < len(adv)
-    known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(16)), pad_id=0)
-    known = {i: (lp + 0.1 * torch.randn(len(lp), generator=torch.Generator().manual_seed(i)), ent)
-             for i, (lp, ent) in known.items()}
+    known = train.old_logprobs(cfg, accelerator, model, batch, list(range(16)))
+    known = Logprobs({i: (lp + 0.1 * torch.randn(len(lp), generator=torch.Generator().manual_seed(i)), ent)
+                      for i, (lp, ent) in known.rows.items()})
     grads, metrics = {}, {}
     for sparse in (False, True):
         cfg.trainer.sparse_update = sparse
         model.zero_grad(set_to_none=True)
-        metrics[sparse], _ = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), known,
-                                                        list(range(16)), pad_id=0)
+        metrics[sparse] = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), known,
+                                                     list(range(16)))
         grads[sparse] = torch.cat([p.grad.flatten() for p in model.parameters()])
     cfg.trainer.sparse_update = True
     rel = ((grads[True] - grads[False]).norm() / grads[False].norm()).item()
     assert grads[False].norm() > 0 and rel <= 1e-6
-    assert metrics[True]["micro_batches"] <= metrics[False]["micro_batches"]
-    assert metrics[True]["clip_frac_high"] == pytest.approx(metrics[False]["clip_frac_high"])
+    assert metrics[True].micro_batches <= metrics[False].micro_batches
+    assert metrics[True].losses["clip_frac_high"] == pytest.approx(metrics[False].losses["clip_frac_high"])
 
 
 def test_all_zero_advantages_still_make_zero_gradients(tiny_policy_dir, accelerator, cfg):
@@ -79,10 +79,10 @@ def test_all_zero_advantages_still_make_zero_gradients(tiny_policy_dir, accelera
     model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32))
     batch, _ = random_batch(P=2, G=4)
     adv = torch.zeros(8)
-    known, _ = train.old_logprobs(cfg, accelerator, model, batch, list(range(8)), pad_id=0)
+    known = train.old_logprobs(cfg, accelerator, model, batch, list(range(8)))
     model.zero_grad(set_to_none=True)
-    m, _ = train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, list(range(8)), pad_id=0)
-    assert m["micro_batches"] == 0
+    m = train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, list(range(8)))
+    assert m.micro_batches == 0 and m.fillers == 1
     assert all(p.grad is not None and torch.all(p.grad == 0) for p in model.parameters())
 
 
@@ -97,22 +97,22 @@ def test_the_entropy_sample_is_respected_and_changes_no_gradient(tiny_policy_dir
     model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float64))
     batch, adv = random_batch(P=4, G=4, zero_frac=0.6, seed=5)
     assert batch.policy_logp is None  # as with vLLM
-    first, zero = set(range(8)), [i for i in range(16) if adv[i] == 0]
-    needed = [i for i in range(16) if adv[i] != 0 and i not in first]
+    first, zero = 8, [i for i in range(16) if adv[i] == 0]  # the first mini-batch: responses 0-7
+    needed = [i for i in range(16) if adv[i] != 0 and i >= first]
     assert needed and len(zero) >= 5
     grads = {}
     for sample, expected in ((1.0, len(zero)), (0.25, math.ceil(0.25 * len(zero))), (3, 3)):
         cfg.logging.entropy_sample = sample
-        todo = train.needs_old_pass(cfg, batch, adv, first, world=1, key=(0, 1, 0))
+        todo = needs_old_pass(cfg, batch, adv, first, world=1, key=(0, 1, 0))
         sampled = [i for i in todo if i not in needed]
         assert set(needed) <= set(todo) and all(adv[i] == 0 for i in sampled) and len(sampled) == expected
-        known, _ = train.old_logprobs(cfg, accelerator, model, batch, todo, pad_id=0)
+        known = train.old_logprobs(cfg, accelerator, model, batch, todo)
         model.zero_grad(set_to_none=True)
         for idx in (list(range(8)), list(range(8, 16))):  # two mini-batches (no optimizer step between: sums)
-            _, fresh = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), known, idx, pad_id=0)
-            known |= fresh  # as the loop does: the first mini-batch's own log-probs join the known ones
+            mini = train.accumulate_gradients(cfg, accelerator, model, batch, adv.double(), known, idx)
+            known = known.merged(mini.fresh)  # as train.update does: the first mini-batch's own log-probs join
         grads[sample] = torch.cat([p.grad.flatten() for p in model.parameters()])
-        sums = logprob_sums(batch, adv, known, from_sampler=False)
+        sums = logprob_sums(batch, adv, known.rows, from_sampler=False)
         covered = sum(len(batch.response_ids[i]) for i in range(16) if adv[i] != 0 or i in sampled)
         assert sums["covered"] == covered and sums["tokens"] == pytest.approx(sum(map(len, batch.response_ids)))
     cfg.logging.entropy_sample = 1.0
@@ -174,14 +174,15 @@ def test_dynamic_sampling_fills_the_batch(tiny_policy_dir, accelerator, cfg):
     # 4 responses each; prompts 0, 2 all-correct / all-wrong (dropped), 1, 3, 4 mixed.
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 1, 0, 3, 2, 4])
     sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
-    batch, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1)
+    got = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1)
+    batch, seen, gen_batches = got.batch, got.seen, got.gen_batches
     # gen batch 1 = prompts 0, 1, 2 -> keeps 1; batch 2 = prompts 3, 4, 5 -> keeps 3, 4; truncated to 2.
     assert gen_batches == 2 and engine.calls == 2
-    assert seen["groups"] == 6 and seen["kept"] == 3
+    assert seen.groups == 6 and seen.kept == 3 and seen.timeouts == 0
     assert batch.reward.shape == (2, 4) and batch.acc.sum(1).tolist() == [1, 3]
     assert batch.reward.tolist() == [[1.0, -1.0, -1.0, -1.0], [1.0, 1.0, 1.0, -1.0]]
     assert batch.answers == ["11"] * 4 + ["13"] * 4
-    assert sum(seen["acc"]) == 4 + 1 + 0 + 3 + 2 + 4
+    assert sum(seen.acc) == 4 + 1 + 0 + 3 + 2 + 4 and seen.reward == [1.0 if a else -1.0 for a in seen.acc]
 
 
 def test_dynamic_sampling_gives_up_with_a_clear_error(tiny_policy_dir, accelerator, cfg):
@@ -200,9 +201,8 @@ def test_without_dynamic_sampling_everything_is_kept(tiny_policy_dir, accelerato
                                 "trainer.mini_batch_size=2", "algorithm.dynamic_sampling=false",
                                 "reward.overlong_buffer_len=0"])
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[4, 0, 2])
-    batch, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts,
-                                                      data.PromptSampler(3, 0, False), step=1)
-    assert gen_batches == 1 and batch.acc.sum(1).tolist() == [4, 0]
+    got = batching.collect_batch(cfg, accelerator, engine, tok, prompts, data.PromptSampler(3, 0, False), step=1)
+    assert got.gen_batches == 1 and got.batch.acc.sum(1).tolist() == [4, 0]
 
 
 def test_keep_rate_sizes_generation_batches_by_hand():
@@ -227,8 +227,7 @@ def test_adaptive_generation_batch_asks_for_what_is_still_needed(tiny_policy_dir
     tok, prompts, engine = scripted(tiny_policy_dir, correct=[2] * 12)  # every group is mixed: keep rate 1
     rate = batching.KeepRate()
     sampler = data.PromptSampler(len(prompts), seed=0, shuffle=False)
-    _, seen, gen_batches, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1,
-                                                     keep_rate=rate)
-    assert seen["sizes"] == [4] and rate.kept == rate.generated == 4  # the first batch: gen_batch_size
-    _, seen, _, _ = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=2, keep_rate=rate)
-    assert seen["sizes"] == [3]  # 2 needed / rate 1 * 1.25 -> 3, not 4
+    seen = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=1, keep_rate=rate).seen
+    assert seen.sizes == [4] and rate.kept == rate.generated == 4  # the first batch: gen_batch_size
+    seen = batching.collect_batch(cfg, accelerator, engine, tok, prompts, sampler, step=2, keep_rate=rate).seen
+    assert seen.sizes == [3]  # 2 needed / rate 1 * 1.25 -> 3, not 4

@@ -46,7 +46,7 @@ def setup(tmp_path_factory):
                         gpu_memory_utilization=0.1, max_num_batched_tokens=512, max_num_seqs=64, enforce_eager=True)
     mp = pytest.MonkeyPatch()
     mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache on CPU; ignored on GPU
-    engine = rollout.make_rollout(cfg, model, tokenizer, max_model_len=128)
+    engine = rollout.make_sampler(cfg, model, tokenizer, max_model_len=128)
     yield engine, model, tokenizer
     mp.undo()
 
@@ -64,8 +64,7 @@ def trainer_logp(model, tokenizer, prompt_ids, response_ids, temperature: float 
     n_tok = len(tokenizer)
     out = []
     with torch.no_grad():
-        logp, _, _ = response_logprobs(Policy(model), prompt_ids, response_ids, temperature,
-                                       tokenizer.pad_token_id)  # (B, R)
+        logp, _, _ = response_logprobs(Policy(model), prompt_ids, response_ids, temperature)  # (B, R)
         for k, (p, r) in enumerate(zip(prompt_ids, response_ids)):
             logits = model(torch.tensor([p + r])).logits[0, len(p) - 1 : len(p) + len(r) - 1] / temperature  # (R, V)
             log_mass = logits.log_softmax(-1)[:, :n_tok].logsumexp(-1)  # (R,) log of the unmasked ids' mass

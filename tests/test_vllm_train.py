@@ -82,12 +82,12 @@ def train_with_sync_checks(record: str, mode: str, argv: list[str]) -> None:
     from infra import vllm_sampler
 
     made, checks = {}, []
-    make_rollout, real_sync = rollout.make_rollout, vllm_sampler.VLLMSampler.sync_weights
+    make_sampler, real_sync = rollout.make_sampler, vllm_sampler.VLLMSampler.sync_weights
     real_sample, real_mask = vllm_sampler.VLLMSampler.sample, vllm_sampler.mask_padded_vocab
 
     def make_and_keep_tokenizer(rollout_cfg, model, tokenizer, max_model_len):
         made["tokenizer"] = tokenizer
-        return make_rollout(rollout_cfg, model, tokenizer, max_model_len)
+        return make_sampler(rollout_cfg, model, tokenizer, max_model_len)
 
     def sync_then_compare(self, model):
         if not (mode == "stale" and checks):  # stale: only the first call syncs
@@ -103,7 +103,7 @@ def train_with_sync_checks(record: str, mode: str, argv: list[str]) -> None:
         finally:
             self.cfg = cfg
 
-    rollout.make_rollout = make_and_keep_tokenizer
+    rollout.make_sampler = make_and_keep_tokenizer
     vllm_sampler.VLLMSampler.sync_weights = sync_then_compare
     if mode == "temperature":
         vllm_sampler.VLLMSampler.sample = sample_cooler

@@ -22,7 +22,7 @@ import config  # noqa: E402
 import rollout as batching  # noqa: E402
 import train  # noqa: E402
 from infra import launch  # noqa: E402
-from infra.model import load_policy, load_tokenizer  # noqa: E402
+from infra.model import load_policy  # noqa: E402
 from infra.policy import Policy  # noqa: E402
 
 
@@ -62,7 +62,7 @@ def synthetic_batch(rank: int, P: int = 4, G: int = 4):
     responses = [torch.randint(3, 300, (length(4, 24),), generator=g).tolist() for _ in range(P * G)]
     adv = torch.randn(P * G, generator=g)
     adv[torch.rand(P * G, generator=g) < 0.5] = 0.0
-    batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G), [""] * (P * G),
+    batch = batching.Batch([prompts[k // G] for k in range(P * G)], responses, [""] * (P * G),
                            torch.zeros(P, G), torch.zeros(P, G, dtype=torch.bool), torch.zeros(P, G))
     return batch, adv
 
@@ -72,7 +72,6 @@ def main(model_dir: str, chunk: int, out: str):
                                         "trainer.micro_batch_max_tokens=88", f"trainer.logprob_chunk_tokens={chunk}"])
     launch.deepspeed_plugin = zero_persistence(launch.deepspeed_plugin)
     accelerator = launch.make_accelerator(cfg)
-    tokenizer = load_tokenizer(model_dir)
     hf = load_policy(cfg.model, model_dir)
     assert hf.lm_head.weight is not hf.model.embed_tokens.weight, "the model must be untied"
     counts = counting_coordinator({"lm_head": hf.lm_head.weight, "embed": hf.model.embed_tokens.weight})
@@ -92,11 +91,10 @@ def main(model_dir: str, chunk: int, out: str):
     for phase in ("no_grad", "grad", "no_grad_again", "grad_again"):
         before, passes["n"] = dict(counts), 0
         if phase.startswith("no_grad"):
-            known, _ = train.old_logprobs(cfg, accelerator, model, batch, everything, tokenizer.pad_token_id)
+            known = train.old_logprobs(cfg, accelerator, model, batch, everything)
         else:
             model.train()
-            train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, everything,
-                                       tokenizer.pad_token_id)
+            train.accumulate_gradients(cfg, accelerator, model, batch, adv, known, everything)
             optimizer.zero_grad(set_to_none=True)
         result[phase] = {"passes": passes["n"], **{k: counts[k] - before[k] for k in counts}}
     result["rank"] = accelerator.process_index
