@@ -197,6 +197,9 @@ def check_world(cfg: config.Config, world: int) -> None:
         raise ConfigError(f"config key `trainer.gen_batch_size` ({gen}) must be divisible by the {world} processes")
 
 
+STOP_GRACE_S = 10.0  # how long a rank other than 0 waits in `stop` before it exits
+
+
 def stop(message: str, code: int = 2):
     """End the run with one line on stderr (rank 0) that also becomes torch elastic's reported cause:
     under accelerate's multi-process launchers each worker's error file (TORCHELASTIC_ERROR_FILE) is
@@ -204,6 +207,8 @@ def stop(message: str, code: int = 2):
     line = f"error: {message}".splitlines()[0]
     if os.environ.get("RANK", "0") == "0":
         print(line, file=sys.stderr, flush=True)
+    elif int(os.environ.get("WORLD_SIZE", "1")) > 1:  # rank 0 fails alike: let it print before the launcher, seeing
+        time.sleep(STOP_GRACE_S)                      # this rank exit, kills the group (a loaded node: seconds apart)
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if error_file:
         try:

@@ -191,5 +191,23 @@ def test_plain_launch_with_a_stale_default_config_stops_in_one_line(tmp_path, ki
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("rank, world, printed, slept", [("0", "2", True, []), ("1", "2", False, [10.0]),
+                                                         ("0", "1", True, [])])
+def test_only_rank_0_prints_and_the_others_give_it_time_to(monkeypatch, capsys, rank, world, printed, slept):
+    """Every rank fails alike on bad input; were rank 1 to exit first, the launcher would kill rank 0 before its
+    line (seen on a loaded machine), so the other ranks wait launch.STOP_GRACE_S before they exit."""
+    from infra import launch
+
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", world)
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE", raising=False)
+    waits = []
+    monkeypatch.setattr(launch.time, "sleep", waits.append)
+    with pytest.raises(SystemExit) as e:
+        launch.stop("bad input\nsecond line")
+    assert e.value.code == 2 and waits == slept
+    assert capsys.readouterr().err == ("error: bad input\n" if printed else "")
+
+
 if __name__ == "__main__":
     probe(sys.argv[1], sys.argv[2:])

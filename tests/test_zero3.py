@@ -206,7 +206,8 @@ def test_sigusr1_to_one_rank_stops_both_in_a_checkpoint_and_the_resume_is_exact(
 def test_a_launch_config_that_disagrees_with_the_training_yaml_stops_with_one_line(tmp_path):
     code, out = run([*LAUNCH_FILE, "train.py"], tmp_path / "x", "deepspeed.zero_stage=0")
     assert code != 0
-    line = next(x for x in out.splitlines() if x.startswith("error: "))
+    line = next((x for x in out.splitlines() if x.startswith("error: ")), None)
+    assert line is not None, out[-3000:]
     assert "ACCELERATE_DEEPSPEED_ZERO_STAGE=3, but config key `deepspeed.zero_stage` gives 0" in line
     assert not (tmp_path / "x").exists()  # stopped before anything was written
 
