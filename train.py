@@ -65,7 +65,7 @@ from infra.data import DataError
 from infra.launch import check_hardware, check_launch, check_world, make_accelerator, report_timeouts, stop
 from infra.logger import MetricsLogger, RankStep, StepTimes, logprob_sums, step_metrics
 from infra.model import ModelError, check_model, load_policy, load_tokenizer
-from infra.passes import Logprobs, lengths, micro_batches, needs_old_pass, reused_old_logp
+from infra.passes import Logprobs, lengths, micro_batches, needs_old_pass, nonzero_advantage, reused_old_logp
 from infra.policy import Policy, plan_passes, response_logprobs
 from infra.stop import StopRequest
 from infra.vllm_sampler import GAP_CHECKED_STEPS, WeightSyncError, engine_gap_problem
@@ -172,12 +172,6 @@ def loss_weights(cfg, accelerator, batch: Batch, idx: list[int]) -> tuple[dict, 
                                 "sum")  # the whole mini-batch's tokens, responses and groups, over every rank
     weights = loss.AGGREGATIONS[cfg.algorithm.loss_agg](lens, group_tokens, loss.MiniBatchCounts(*totals.tolist()))
     return dict(zip(idx, weights)), float(lens.sum())
-
-
-def nonzero_advantage(cfg, adv: torch.Tensor, idx: list[int]) -> list[int]:
-    """The responses of `idx` with A != 0 (`trainer.sparse_update`; all of them without): an A = 0 response's
-    loss has zero gradient, and loss_weights keeps it in the normaliser's counts, so the update is exact."""
-    return [i for i in idx if adv[i] != 0 or not cfg.trainer.sparse_update]
 
 
 def forward(cfg, model, batch: Batch, ids: list[int]):

@@ -2,6 +2,7 @@
 log-probs those forwards leave for later phases of the step (train.py's steps 5-6 plan them).
 
     todo = needs_old_pass(cfg, batch, adv, first, world, key)  # the responses the no-grad pass covers
+    active = nonzero_advantage(cfg, adv, idx)                 # the responses of idx in gradient passes
     old = Logprobs({i: (logp, entropy)})                      # under the sampling-time policy, detached
     micro = micro_batches(batch, ids, budget)                 # lists of responses, each one packed row
     old_logp, fresh = reused_old_logp(old, ids, logp, entropy, lengths(batch, ids), keep)  # (B, R), Logprobs
@@ -56,10 +57,17 @@ def needs_old_pass(cfg, batch, adv: torch.Tensor, first: int, world: int = 1, ke
     everything = range(len(batch.response_ids))
     if not cfg.trainer.reuse_logprobs:
         return list(everything)  # the plain way: one pass over every response
-    in_grad = lambda i: adv[i] != 0 or not cfg.trainer.sparse_update  # noqa: E731  (`trainer.sparse_update`)
-    sample = [] if batch.policy_logp is not None else entropy_sample([i for i in everything if not in_grad(i)],
+    in_grad = set(nonzero_advantage(cfg, adv, everything))
+    sample = [] if batch.policy_logp is not None else entropy_sample([i for i in everything if i not in in_grad],
                                                                      cfg.logging.entropy_sample, world, key)
-    return sorted([i for i in everything if in_grad(i) and i >= first] + sample)
+    return sorted([i for i in in_grad if i >= first] + sample)
+
+
+def nonzero_advantage(cfg, adv: torch.Tensor, idx) -> list[int]:
+    """The responses of `idx` in gradient passes: those with A != 0 (`trainer.sparse_update`; all of them without).
+    An A = 0 response's loss has zero gradient, and train.loss_weights keeps it in the normaliser's counts, so the
+    update is exact."""
+    return [i for i in idx if adv[i] != 0 or not cfg.trainer.sparse_update]
 
 
 def micro_batches(batch, ids: list[int], budget: int) -> list[list[int]]:
