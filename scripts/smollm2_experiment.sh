@@ -15,6 +15,8 @@
 # 2. Resumable across sessions: a run whose last checkpoint exists is not trained again, one with
 #    checkpoints resumes from the newest (--resume), and a model already in a run's probe.jsonl is not
 #    measured again; the report is always rewritten. Delete $OUT to redo.
+# 3. The mean-baseline runs, about twice as long per step, go first, so the last hour does not leave a
+#    core idle beside one long run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PY=${PY:-.venv/bin/python}
@@ -45,7 +47,7 @@ run_one() {  # $1 = qae or mean, $2 = seed: train (or resume), then measure ever
 }
 export -f run_one
 
-for seed in $SEEDS; do for arm in qae mean; do echo "$arm $seed"; done; done |
+for arm in mean qae; do for seed in $SEEDS; do echo "$arm $seed"; done; done |  # choice 3
   xargs -P "$PAR" -n 2 bash -c 'run_one "$@"' _
 "$PY" scripts/smollm2_report.py "$OUT" --doc docs/smollm2_experiment.md --figure docs/smollm2_experiment.png \
   --seeds "$(echo "$SEEDS" | tr ' ' ,)" --wall-s "$SECONDS"

@@ -64,6 +64,18 @@ def read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def cost(step_s: list[float]) -> str:
+    """One arm's training time from its runs' `time/step` values: the median step and the total.
+
+    >>> cost([100.0, 110.0, 200.0, 90.0])
+    'median 105 s per step, 8.3 min over 4 steps'
+    """
+    ordered = sorted(step_s)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return f"median {median:.0f} s per step, {sum(ordered) / 60:.1f} min over {len(ordered)} steps"
+
+
 def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:
     """The markdown between the doc's markers, and the probe rows by (arm, seed) for the figure."""
     probes = {(arm, s): read(root / f"{arm}_seed{s}" / "probe.jsonl") for arm in ARMS for s in seeds}
@@ -83,7 +95,11 @@ def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:
         if len(got) == 2:
             outcomes.append((got["mean"], got["qae"]))
             pairs.append(pair(got["mean"], got["qae"]))
-    lines += ["", "Per seed: " + ", ".join(f"seed {s}: {p}" for s, p in zip(seeds, pairs)) + ".",
+    step_s = {arm: [r["time/step"] for s in seeds for r in read(root / f"{arm}_seed{s}" / "metrics.jsonl")
+                    if "time/step" in r] for arm in ARMS}
+    lines += ["", "Training time (the runs' `time/step`, two runs side by side on one thread each): "
+              + "; ".join(f"{ARMS[arm]}: {cost(t)}" for arm, t in step_s.items() if t) + ".",
+              "", "Per seed: " + ", ".join(f"seed {s}: {p}" for s, p in zip(seeds, pairs)) + ".",
               f"Verdict under the rule fixed above: **{verdict(pairs, outcomes)}**"
               + ("" if len(pairs) == len(seeds) else f" (only {len(pairs)} of {len(seeds)} seeds complete)") + "."]
     return "\n".join(lines), probes
@@ -123,7 +139,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     text, probes = tables(args.root, [int(s) for s in args.seeds.split(",")])
     figure(probes, args.figure)
-    wall = f"\n\nWall time of `bash scripts/smollm2_experiment.sh`: {args.wall_s / 60:.0f} min." if args.wall_s else ""
+    wall = (f"\n\nWall time of the last `bash scripts/smollm2_experiment.sh`: {args.wall_s / 60:.0f} min (one that "
+            "resumed counts only its own part)." if args.wall_s else "")
     doc = args.doc.read_text()
     head, rest = doc.split(BEGIN, 1)
     args.doc.write_text(f"{head}{BEGIN}\n![probe entropy]({args.figure.name})\n\n{text}{wall}\n{END}"

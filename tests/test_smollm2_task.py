@@ -76,3 +76,21 @@ def test_the_probe_measure_runs_and_resumes(tmp_path):
     assert len(rows) == 1 and rows[0]["step"] == 0 and rows[0]["entropy"] > 0 and 0 <= rows[0]["unclean"] <= 1
     again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and again.stdout == ""  # measured once
+
+
+def test_the_report_applies_the_rule_and_reads_the_training_time(tmp_path):
+    runs = {"mean_seed1": ([0.2, 0.5], [100.0, 300.0]), "qae_seed1": ([0.2, 0.15], [50.0, 70.0, 60.0])}
+    for name, (entropy, step_s) in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "probe.jsonl").write_text("".join(
+            json.dumps({"step": 5 * i, "entropy": e, "unclean": 0.0, "acc": 0.5}) + "\n"
+            for i, e in enumerate(entropy)))
+        (tmp_path / name / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": i + 1, "time/step": t}) + "\n" for i, t in enumerate(step_s)))
+    text, _ = smollm2_report.tables(tmp_path, [1])
+    # ceiling max(2 * 0.2, 0.2 + 0.2) = 0.4: the mean arm's 0.5 surges, K = 0.4's 0.15 >= 0.1 stays in the band
+    assert "| 1 | mean baseline (DAPO) | 0.200, 0.500 | surges |" in text
+    assert "| 1 | K = 0.4 (QAE) | 0.200, 0.150 | band |" in text
+    assert "seed 1: supports" in text and "rule fixed above: **mixed**." in text  # one supporting seed of the 2 needed
+    assert "mean baseline (DAPO): median 200 s per step, 6.7 min over 2 steps" in text
+    assert "K = 0.4 (QAE): median 60 s per step, 3.0 min over 3 steps" in text
