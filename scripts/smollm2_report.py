@@ -81,7 +81,7 @@ def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:
     probes = {(arm, s): read(root / f"{arm}_seed{s}" / "probe.jsonl") for arm in ARMS for s in seeds}
     lines = ["| seed | arm | E(s), s = 0, 5, ..., 30 (nats) | outcome | unclean at the end | probe acc, start -> end |",
              "|---|---|---|---|---|---|"]
-    pairs, outcomes = [], []
+    pairs, outcomes = {}, []
     for s in seeds:
         got = {}
         for arm in ARMS:
@@ -94,14 +94,15 @@ def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:
                          f"{rows[-1]['unclean']:.2f} | {rows[0]['acc']:.2f} -> {rows[-1]['acc']:.2f} |")
         if len(got) == 2:
             outcomes.append((got["mean"], got["qae"]))
-            pairs.append(pair(got["mean"], got["qae"]))
+            pairs[s] = pair(got["mean"], got["qae"])
     step_s = {arm: [r["time/step"] for s in seeds for r in read(root / f"{arm}_seed{s}" / "metrics.jsonl")
                     if "time/step" in r] for arm in ARMS}
     lines += ["", "Training time (the runs' `time/step`, two runs side by side on one thread each): "
               + "; ".join(f"{ARMS[arm]}: {cost(t)}" for arm, t in step_s.items() if t) + ".",
-              "", "Per seed: " + ", ".join(f"seed {s}: {p}" for s, p in zip(seeds, pairs)) + ".",
-              f"Verdict under the rule fixed above: **{verdict(pairs, outcomes)}**"
-              + ("" if len(pairs) == len(seeds) else f" (only {len(pairs)} of {len(seeds)} seeds complete)") + "."]
+              "", "Per seed: " + ", ".join(f"seed {s}: {p}" for s, p in pairs.items()) + ".",
+              f"Verdict under the rule fixed above: **{verdict(list(pairs.values()), outcomes)}**."
+              if len(pairs) == len(seeds) else
+              f"Verdict: not yet decided, {len(pairs)} of {len(seeds)} seeds complete (the rule needs them all)."]
     return "\n".join(lines), probes
 
 

@@ -94,3 +94,12 @@ def test_the_report_applies_the_rule_and_reads_the_training_time(tmp_path):
     assert "seed 1: supports" in text and "rule fixed above: **mixed**." in text  # one supporting seed of the 2 needed
     assert "mean baseline (DAPO): median 200 s per step, 6.7 min over 2 steps" in text
     assert "K = 0.4 (QAE): median 60 s per step, 3.0 min over 3 steps" in text
+    (tmp_path / "qae_seed1" / "probe.jsonl").unlink()  # seed 1 incomplete, seed 2 complete: no verdict yet
+    for arm in ("mean", "qae"):
+        (tmp_path / f"{arm}_seed2").mkdir()
+        (tmp_path / f"{arm}_seed2" / "probe.jsonl").write_text(
+            "".join(json.dumps({"step": 5 * i, "entropy": e, "unclean": 0.0, "acc": 0.5}) + "\n"
+                    for i, e in enumerate([0.2, 0.05])))
+    text, _ = smollm2_report.tables(tmp_path, [1, 2])
+    assert "Per seed: seed 2: neither." in text and "not yet decided, 1 of 2 seeds complete" in text
+    assert "**" not in text.split("Verdict")[1]
