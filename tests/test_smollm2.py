@@ -6,18 +6,18 @@ The conversion is checked against its source: one tensor equals the GGUF's dequa
 bit for bit, and the whole network is a trained language model (its loss on plain English is
 far below a random model's ln V = 10.8 nats).
 
-The training step must be a real update, not a pass over all-zero advantages: SmolLM2-135M
-rarely writes DAPO's `Answer:` line when asked (measured, 8 samples x 3-4 problems at T = 1:
-DAPO's template 0/32 correct, one-message instructions 0-1/24), but after two worked chat turns
-("What is 1 + 1?" -> "Answer: 2") it answers in the format and is right about half the time
-(12/24), so groups of 4 have mixed correctness and dynamic sampling keeps them. The problems
-are therefore given as chat messages, which infra.data.build_messages uses as they are, and the
-test checks that every weight tensor of the final checkpoint differs from the converted model's.
+The training step is one step of docs/smollm2_experiment.md's configs/smollm2_qae.yaml on the
+problems scripts/arith_task.py writes, at a smaller batch, and it must be a real update, not a pass
+over all-zero advantages: SmolLM2-135M rarely writes DAPO's `Answer:` line when asked (measured, 8
+samples x 3-4 problems at T = 1: DAPO's template 0/32 correct, one-message instructions 0-1/24), but
+after a worked chat turn ("What is 1 + 1?" -> "Answer: 2") it answers in the format and is often
+right, so groups of 4 have mixed correctness and dynamic sampling keeps them. The problems are
+therefore chat messages, which infra.data.build_messages uses as they are, and the test checks that
+every weight tensor of the final checkpoint differs from the converted model's.
 """
 
 import json
 import math
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -29,14 +29,11 @@ from infra.logger import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "smollm2.py"
-SHOTS = [{"role": "user", "content": "What is 1 + 1?"}, {"role": "assistant", "content": "Answer: 2"},
-         {"role": "user", "content": "What is 3 + 4?"}, {"role": "assistant", "content": "Answer: 7"}]
 ENGLISH = "The quick brown fox jumps over the lazy dog. It was a sunny day and the children played in the park."
-# One step, small: 2 prompts x 4 responses trained, drawn 4 prompts at a time by dynamic sampling.
+# One step of docs/smollm2_experiment.md's configs/smollm2_qae.yaml on its own problems
+# (scripts/arith_task.py), small: 2 prompts x 4 responses trained, drawn 4 prompts at a time.
 STEP = ["trainer.total_steps=1", "trainer.train_batch_size=2", "trainer.mini_batch_size=2", "trainer.gen_batch_size=4",
-        "rollout.n=4", "rollout.max_response_len=32", "data.max_prompt_len=128", "model.dtype=float32",
-        "optim.lr=1e-6",  # the paper's learning rate (configs/qwen3_8b_qae.yaml)
-        "eval.every=0"]  # tiny_qae.yaml's held-out evaluation is of the tiny model's task
+        "rollout.n=4", "model.dtype=float32"]
 
 
 @pytest.fixture(scope="session")
@@ -92,26 +89,15 @@ def test_conversion_is_idempotent_and_refuses_a_foreign_folder(smollm2_dir, tmp_
     assert [p.name for p in foreign.iterdir()] == ["todo.txt"]
 
 
-def write_problems(path: Path, n: int = 16, seed: int = 0) -> Path:
-    """Single-digit additions, each asked after the two worked turns of SHOTS (module docstring)."""
-    rng = random.Random(seed)
-    pairs = rng.sample([(a, b) for a in range(1, 10) for b in range(1, 10) if (a, b) not in ((1, 1), (3, 4))], n)
-    with open(path, "w") as f:
-        for a, b in pairs:
-            f.write(json.dumps({"problem": [*SHOTS, {"role": "user", "content": f"What is {a} + {b}?"}],
-                                "answer": str(a + b)}) + "\n")
-    return path
-
-
 @pytest.mark.slow
 def test_one_rl_step_end_to_end(smollm2_dir, tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out = tmp_path / "run"
-    train_file = write_problems(tmp_path / "train.jsonl")
-    cmd = [sys.executable, str(REPO / "train.py"), "--config", "tiny_qae.yaml", f"model.name_or_path={smollm2_dir}",
-           f"data.train_files={train_file}", f"trainer.output_dir={out}", *STEP]
+    out, data = tmp_path / "run", tmp_path / "arith"
+    subprocess.run([sys.executable, "scripts/arith_task.py", str(data)], check=True, cwd=REPO, timeout=120)
+    cmd = [sys.executable, str(REPO / "train.py"), "--config", "smollm2_qae.yaml", f"model.name_or_path={smollm2_dir}",
+           f"data.train_files={data / 'train.jsonl'}", f"trainer.output_dir={out}", *STEP]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
