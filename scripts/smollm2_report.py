@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -70,10 +71,7 @@ def cost(step_s: list[float]) -> str:
     >>> cost([100.0, 110.0, 200.0, 90.0])
     'median 105 s per step, 8.3 min over 4 steps'
     """
-    ordered = sorted(step_s)
-    mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    return f"median {median:.0f} s per step, {sum(ordered) / 60:.1f} min over {len(ordered)} steps"
+    return f"median {statistics.median(step_s):.0f} s per step, {sum(step_s) / 60:.1f} min over {len(step_s)} steps"
 
 
 def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:

@@ -10,7 +10,7 @@ The training step is one step of docs/smollm2_experiment.md's configs/smollm2_qa
 problems scripts/arith_task.py writes, at a smaller batch, and it must be a real update, not a pass
 over all-zero advantages: SmolLM2-135M rarely writes DAPO's `Answer:` line when asked (measured, 8
 samples x 3-4 problems at T = 1: DAPO's template 0/32 correct, one-message instructions 0-1/24), but
-after a worked chat turn ("What is 1 + 1?" -> "Answer: 2") it answers in the format and is often
+after a worked chat turn ("What is 12 + 7?" -> "Answer: 19") it answers in the format and is often
 right, so groups of 4 have mixed correctness and dynamic sampling keeps them. The problems are
 therefore chat messages, which infra.data.build_messages uses as they are, and the test checks that
 every weight tensor of the final checkpoint differs from the converted model's.
