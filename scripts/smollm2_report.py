@@ -74,9 +74,31 @@ def cost(step_s: list[float]) -> str:
     return f"median {statistics.median(step_s):.0f} s per step, {sum(step_s) / 60:.1f} min over {len(step_s)} steps"
 
 
-def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:
-    """The markdown between the doc's markers, and the probe rows by (arm, seed) for the figure."""
+def secondary(rows: list[dict]) -> str:
+    """One run's training metrics as table cells: batch entropy at the first step, its peak from step 5
+    on (where the rule looks for a surge) and at the last step, the entropy covariance by advantage sign
+    averaged over the steps, and the mean response length first -> last.
+
+    >>> secondary([{"step": 1, "policy/entropy": 1.3, "entropy_cov/pos": 0.2, "entropy_cov/neg": 0.4,
+    ...   "response/len_mean": 8.0}, {"step": 5, "policy/entropy": 0.4, "entropy_cov/pos": 0.0,
+    ...   "entropy_cov/neg": -0.2, "response/len_mean": 6.0}, {"step": 6, "policy/entropy": 0.1,
+    ...   "entropy_cov/pos": 0.1, "entropy_cov/neg": 0.1, "response/len_mean": 6.0}])
+    '1.30, 0.40 (step 5), 0.10 | 0.100 / 0.100 | 8.0 -> 6.0'
+    """
+    ent = [(r["policy/entropy"], r["step"]) for r in rows]
+    peak = max((e for e in ent if e[1] >= 5), default=(float("nan"), "-"))
+    cov = {sign: statistics.mean(r[f"entropy_cov/{sign}"] for r in rows) for sign in ("pos", "neg")}
+    return (f"{ent[0][0]:.2f}, {peak[0]:.2f} (step {peak[1]}), {ent[-1][0]:.2f} | "
+            f"{cov['pos']:.3f} / {cov['neg']:.3f} | "
+            f"{rows[0]['response/len_mean']:.1f} -> {rows[-1]['response/len_mean']:.1f}")
+
+
+def tables(root: Path, seeds: list[int]) -> tuple[str, dict, dict]:
+    """The markdown between the doc's markers, and the probe rows and the training metrics by
+    (arm, seed) for the figure."""
     probes = {(arm, s): read(root / f"{arm}_seed{s}" / "probe.jsonl") for arm in ARMS for s in seeds}
+    metrics = {(arm, s): [r for r in read(root / f"{arm}_seed{s}" / "metrics.jsonl") if "policy/entropy" in r]
+               for arm in ARMS for s in seeds}
     lines = ["| seed | arm | E(s), s = 0, 5, ..., 30 (nats) | outcome | unclean at the end | probe acc, start -> end |",
              "|---|---|---|---|---|---|"]
     pairs, outcomes = {}, []
@@ -93,6 +115,11 @@ def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:
         if len(got) == 2:
             outcomes.append((got["mean"], got["qae"]))
             pairs[s] = pair(got["mean"], got["qae"])
+    lines += ["", "Secondary, from train.py's metrics (the batch of each step):", "",
+              "| seed | arm | batch entropy: step 1, peak from step 5, last | entropy_cov pos / neg, mean over steps "
+              "| response length, first -> last |", "|---|---|---|---|---|"]
+    lines += [f"| {s} | {ARMS[arm]} | {secondary(rows)} |" for s in seeds for arm in ARMS
+              if (rows := metrics[(arm, s)])]
     step_s = {arm: [r["time/step"] for s in seeds for r in read(root / f"{arm}_seed{s}" / "metrics.jsonl")
                     if "time/step" in r] for arm in ARMS}
     lines += ["", "Training time (the runs' `time/step`, two runs side by side on one thread each): "
@@ -101,29 +128,36 @@ def tables(root: Path, seeds: list[int]) -> tuple[str, dict]:
               f"Verdict under the rule fixed above: **{verdict(list(pairs.values()), outcomes)}**."
               if len(pairs) == len(seeds) else
               f"Verdict: not yet decided, {len(pairs)} of {len(seeds)} seeds complete (the rule needs them all)."]
-    return "\n".join(lines), probes
+    return "\n".join(lines), probes, metrics
 
 
-def figure(probes: dict, path: Path) -> None:
-    """Probe entropy, junk tails and probe accuracy against step: each arm's mean over seeds, the band
-    from the lowest to the highest seed."""
+def figure(probes: dict, metrics: dict, path: Path) -> None:
+    """Top: probe entropy, junk tails and probe accuracy against checkpoint step; bottom: the batch
+    entropy and the entropy covariance by advantage sign against training step. Each arm's mean over
+    seeds as a line, the band from the lowest to the highest seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for arm, label in ARMS.items():
-        runs = [sorted(rows, key=lambda r: r["step"]) for (a, _), rows in probes.items() if a == arm and rows]
-        steps = sorted({r["step"] for rows in runs for r in rows})
-        for ax, key in zip(axes, ("entropy", "unclean", "acc")):
+    panels = [(probes, "entropy", "probe entropy (nats)"), (probes, "unclean", "share not ending after the answer"),
+              (probes, "acc", "probe accuracy"), (metrics, "policy/entropy", "batch entropy (nats)"),
+              (metrics, "entropy_cov/pos", "entropy_cov, positive advantages"),
+              (metrics, "entropy_cov/neg", "entropy_cov, negative advantages")]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for ax, (source, key, title) in zip(axes.flat, panels):
+        for arm, label in ARMS.items():
+            runs = [rows for (a, _), rows in source.items() if a == arm and rows]
+            steps = sorted({r["step"] for rows in runs for r in rows})
             vals = [[r[key] for rows in runs for r in rows if r["step"] == s] for s in steps]
-            ax.plot(steps, [sum(v) / len(v) for v in vals], marker="o", label=label)
+            ax.plot(steps, [sum(v) / len(v) for v in vals], marker="o" if source is probes else None, label=label)
             ax.fill_between(steps, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2)
-    for ax, title in zip(axes, ("probe entropy (nats)", "share not ending after the answer", "probe accuracy")):
         ax.set_title(title)
         ax.set_xlabel("step")
-    axes[0].legend()
+    e0 = [r["entropy"] for rows in probes.values() for r in rows if r["step"] == 0]
+    if e0:  # the rule's floor; the ceiling, max(2 E0, E0 + 0.2), is off the chart unless a run surges
+        axes[0, 0].axhline(0.5 * statistics.mean(e0), color="grey", linestyle="--", label="0.5 E0: below collapses")
+    axes[0, 0].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -136,8 +170,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--wall-s", type=float, default=None, help="the experiment's wall time, quoted in the doc")
     args = parser.parse_args(argv)
-    text, probes = tables(args.root, [int(s) for s in args.seeds.split(",")])
-    figure(probes, args.figure)
+    text, probes, metrics = tables(args.root, [int(s) for s in args.seeds.split(",")])
+    figure(probes, metrics, args.figure)
     wall = (f"\n\nWall time of the last `bash scripts/smollm2_experiment.sh`: {args.wall_s / 60:.0f} min (one that "
             "resumed counts only its own part)." if args.wall_s else "")
     doc = args.doc.read_text()

@@ -86,20 +86,26 @@ def test_the_report_applies_the_rule_and_reads_the_training_time(tmp_path):
             json.dumps({"step": 5 * i, "entropy": e, "unclean": 0.0, "acc": 0.5}) + "\n"
             for i, e in enumerate(entropy)))
         (tmp_path / name / "metrics.jsonl").write_text("".join(
-            json.dumps({"step": i + 1, "time/step": t}) + "\n" for i, t in enumerate(step_s)))
-    text, _ = smollm2_report.tables(tmp_path, [1])
+            json.dumps({"step": 4 * i + 1, "time/step": t, "policy/entropy": t / 100, "entropy_cov/pos": 0.1 * i,
+                        "entropy_cov/neg": -0.1, "response/len_mean": 6.0 + i}) + "\n" for i, t in enumerate(step_s)))
+    text, probes, metrics = smollm2_report.tables(tmp_path, [1])
     # ceiling max(2 * 0.2, 0.2 + 0.2) = 0.4: the mean arm's 0.5 surges, K = 0.4's 0.15 >= 0.1 stays in the band
     assert "| 1 | mean baseline (DAPO) | 0.200, 0.500 | surges |" in text
     assert "| 1 | K = 0.4 (QAE) | 0.200, 0.150 | band |" in text
     assert "seed 1: supports" in text and "rule fixed above: **mixed**." in text  # one supporting seed of the 2 needed
     assert "mean baseline (DAPO): median 200 s per step, 6.7 min over 2 steps" in text
     assert "K = 0.4 (QAE): median 60 s per step, 3.0 min over 3 steps" in text
+    # steps 1, 5, 9: the peak from step 5 on skips step 1; cov/pos averages 0.0 and 0.1 to 0.050
+    assert "| 1 | mean baseline (DAPO) | 1.00, 3.00 (step 5), 3.00 | 0.050 / -0.100 | 6.0 -> 7.0 |" in text
+    assert "| 1 | K = 0.4 (QAE) | 0.50, 0.70 (step 5), 0.60 | 0.100 / -0.100 | 6.0 -> 8.0 |" in text
+    smollm2_report.figure(probes, metrics, tmp_path / "figure.png")
+    assert (tmp_path / "figure.png").stat().st_size > 10_000
     (tmp_path / "qae_seed1" / "probe.jsonl").unlink()  # seed 1 incomplete, seed 2 complete: no verdict yet
     for arm in ("mean", "qae"):
         (tmp_path / f"{arm}_seed2").mkdir()
         (tmp_path / f"{arm}_seed2" / "probe.jsonl").write_text(
             "".join(json.dumps({"step": 5 * i, "entropy": e, "unclean": 0.0, "acc": 0.5}) + "\n"
                     for i, e in enumerate([0.2, 0.05])))
-    text, _ = smollm2_report.tables(tmp_path, [1, 2])
+    text, _, _ = smollm2_report.tables(tmp_path, [1, 2])
     assert "Per seed: seed 2: neither." in text and "not yet decided, 1 of 2 seeds complete" in text
     assert "**" not in text.split("Verdict")[1]
