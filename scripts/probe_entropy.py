@@ -60,9 +60,9 @@ def measure(model_dir: Path, rows: list[dict], n: int, max_tokens: int, seed: in
     torch.manual_seed(seed)
     for row in rows:
         ids = tokenizer.apply_chat_template(row["problem"], add_generation_prompt=True, return_tensors="pt",
-                                            return_dict=True)["input_ids"]  # (1, L)
-        out = model.generate(ids.repeat(n, 1), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                             max_new_tokens=max_tokens, output_logits=True, return_dict_in_generate=True,
+                                            return_dict=True)["input_ids"].repeat(n, 1)  # (n, L): no padding
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0, top_p=1.0,
+                             top_k=0, max_new_tokens=max_tokens, output_logits=True, return_dict_in_generate=True,
                              pad_token_id=eos, eos_token_id=eos)
         logits = torch.stack(out.logits, dim=1).float()  # (n, T, V)
         logp = torch.log_softmax(logits, dim=-1)
