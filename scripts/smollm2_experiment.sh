@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real-model entropy experiment of docs/smollm2_experiment.md, end to end:
 #
-#     bash scripts/smollm2_experiment.sh        # about six hours on 2 cores (docs/smollm2_experiment.md)
+#     bash scripts/smollm2_experiment.sh        # about 4.5 hours on 2 cores (docs/smollm2_experiment.md, Cost)
 #
 # Converts SmolLM2-135M-Instruct (scripts/smollm2.py), writes the addition problems
 # (scripts/arith_task.py, seed 0), trains configs/smollm2_qae.yaml and configs/smollm2_dapo.yaml with
