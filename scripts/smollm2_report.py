@@ -97,8 +97,8 @@ def tables(root: Path, seeds: list[int]) -> tuple[str, dict, dict]:
     """The markdown between the doc's markers, and the probe rows and the training metrics by
     (arm, seed) for the figure."""
     probes = {(arm, s): read(root / f"{arm}_seed{s}" / "probe.jsonl") for arm in ARMS for s in seeds}
-    metrics = {(arm, s): [r for r in read(root / f"{arm}_seed{s}" / "metrics.jsonl") if "policy/entropy" in r]
-               for arm in ARMS for s in seeds}
+    logged = {(arm, s): read(root / f"{arm}_seed{s}" / "metrics.jsonl") for arm in ARMS for s in seeds}
+    metrics = {run: [r for r in rows if "policy/entropy" in r] for run, rows in logged.items()}
     lines = ["| seed | arm | E(s), s = 0, 5, ..., 30 (nats) | outcome | unclean at the end | probe acc, start -> end |",
              "|---|---|---|---|---|---|"]
     pairs, outcomes = {}, []
@@ -120,8 +120,7 @@ def tables(root: Path, seeds: list[int]) -> tuple[str, dict, dict]:
               "| response length, first -> last |", "|---|---|---|---|---|"]
     lines += [f"| {s} | {ARMS[arm]} | {secondary(rows)} |" for s in seeds for arm in ARMS
               if (rows := metrics[(arm, s)])]
-    step_s = {arm: [r["time/step"] for s in seeds for r in read(root / f"{arm}_seed{s}" / "metrics.jsonl")
-                    if "time/step" in r] for arm in ARMS}
+    step_s = {arm: [r["time/step"] for s in seeds for r in logged[(arm, s)] if "time/step" in r] for arm in ARMS}
     lines += ["", "Training time (the runs' `time/step`, two runs side by side on one thread each): "
               + "; ".join(f"{ARMS[arm]}: {cost(t)}" for arm, t in step_s.items() if t) + ".",
               "", "Per seed: " + ", ".join(f"seed {s}: {p}" for s, p in pairs.items()) + ".",
