@@ -146,12 +146,24 @@ class AlgorithmConfig:
     """DAPO: drop groups whose correctness all agrees and sample more until the batch is full."""
     max_num_gen_batches: int = 10
     """Give up after this many generation batches in one step (DAPO: 10)."""
-    clip_eps_low: float = 0.2
-    """Lower clip range, rho >= 1 - eps_low."""
-    clip_eps_high: float = 0.28
-    """Upper clip range, rho <= 1 + eps_high (DAPO clip-higher)."""
-    clip_c: float = 10.0
-    """Dual-clip bound for negative advantages (verl clip_ratio_c)."""
+    policy_loss: str = "clip-higher"
+    """Policy loss, a name in loss.POLICY_LOSSES: clip-higher (DAPO), clip-cov, kl-cov, gspo, or a fork's."""
+    clip_eps_low: float | None = 0.2
+    """Lower clip range, rho >= 1 - eps_low (null for a loss without a ratio clip: kl-cov)."""
+    clip_eps_high: float | None = 0.28
+    """Upper clip range, rho <= 1 + eps_high (DAPO clip-higher; gspo clips the sequence ratio)."""
+    clip_c: float | None = 10.0
+    """Dual-clip bound for negative advantages (verl clip_ratio_c); clip-higher only, null for the others."""
+    clip_cov_ratio: float | None = None
+    """Clip-Cov r: the fraction of the mini-batch's tokens whose gradient is detached; clip-cov only."""
+    clip_cov_lb: float | None = None
+    """Clip-Cov: a token is a candidate when clip_cov_lb < Cov(logp, A) < clip_cov_ub; clip-cov only."""
+    clip_cov_ub: float | None = None
+    """Clip-Cov: the candidates' upper covariance bound; clip-cov only."""
+    kl_cov_ratio: float | None = None
+    """KL-Cov k: the fraction of the mini-batch's tokens, largest Cov(logp, A) first, given the penalty; kl-cov only."""
+    kl_cov_coef: float | None = None
+    """KL-Cov beta: the weight of the |log ratio| penalty on the selected tokens; kl-cov only."""
     tis_cap: float | None = None
     """Truncated importance sampling: weight token losses by min(p_trainer / p_rollout, cap) (vLLM); null = off."""
     loss_agg: Literal["token-mean", "group-token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
@@ -283,6 +295,7 @@ def from_dict(data: dict | None, overrides: list[str] = (), origin: dict | None 
         set_override(data, item, keys, origin)
     cfg = build(Config, data, origin)
     check_advantage_settings(cfg.algorithm)
+    check_loss_settings(cfg.algorithm)
     return validate(cfg)
 
 
@@ -300,6 +313,18 @@ def check_advantage_settings(algo: AlgorithmConfig) -> None:
     try:
         advantage.check_settings(algo.baseline, algo.K, algo.quantile_rule, None if algo.adv_mask == "none"
                                  else algo.adv_mask, over_verdicts=algo.quantile_of == "verdict", names=ADVANTAGE_KEYS)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_loss_settings(algo: AlgorithmConfig) -> None:
+    """The policy loss's settings, checked by loss.py's own rules: a registered loss, the settings it takes set, the
+    others null, an aggregation it admits."""
+    import loss  # its registry of policy losses names the valid `algorithm.policy_loss` values
+
+    try:
+        loss.check_settings(algo.policy_loss, {k: getattr(algo, k) for k in loss.SETTINGS}, algo.loss_agg,
+                            key=lambda k: f"config key `algorithm.{k}`")
     except ValueError as e:
         raise ConfigError(str(e)) from None
 

@@ -18,8 +18,8 @@ Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; d
      a stop asked for from outside (SIGUSR1, SIGTERM, a STOP file: infra/stop.py) ends the run here, in a checkpoint
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
-1. Exact sparse update: responses with advantage exactly 0 are skipped in the gradient passes and kept in the
-   loss normaliser's counts (`trainer.sparse_update`).
+1. Exact sparse update: responses whose loss has no gradient (A = 0, unless the loss reads A = 0 tokens) are skipped
+   in the gradient passes and kept in the loss normaliser's counts (`trainer.sparse_update`).
 2. Micro-batches are filled by a token budget (infra.data.token_budget_micro_batches), not a count, and each
    is one packed row: no padding is computed (infra.policy.packed_inputs).
 3. Data parallel: the kept groups are pooled over ranks and dealt mini-batch by mini-batch
@@ -63,10 +63,12 @@ from eval import EvalError, load_eval_sets, periodic_eval
 from infra import checkpoint, data, gpu_memory
 from infra.data import DataError
 from infra.launch import check_hardware, check_launch, check_world, make_accelerator, report_timeouts, stop
-from infra.logger import MetricsLogger, RankStep, StepTimes, logprob_sums, step_metrics
+from infra.logger import MetricsLogger, RankStep, StepTimes, combine, logprob_sums, loss_metrics, step_metrics
 from infra.model import ModelError, check_model, load_policy, load_tokenizer
-from infra.passes import Logprobs, lengths, micro_batches, needs_old_pass, nonzero_advantage, reused_old_logp
+from infra.optim import make_optimizer
+from infra.passes import Logprobs, gradient_responses, lengths, micro_batches, needs_old_pass, reused_old_logp
 from infra.policy import Policy, plan_passes, response_logprobs
+from infra.selection import lowest_over_ranks, mini_batch_tokens
 from infra.stop import StopRequest
 from infra.vllm_sampler import GAP_CHECKED_STEPS, WeightSyncError, engine_gap_problem
 from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
@@ -81,7 +83,7 @@ from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 class MiniBatch:
     """One mini-batch's gradient passes on this rank."""
 
-    losses: dict  # loss.policy_loss's metrics, combined over the passes (loss.combine)
+    losses: dict  # loss.policy_loss's metrics, combined over the passes, and the selection's (infra.logger.combine)
     mini_tokens: float  # response tokens of the mini-batch on this rank, A = 0 ones included
     micro_batches: int  # passes with weight
     fillers: int  # zero-weighted passes (choice 4)
@@ -110,27 +112,33 @@ def update(cfg, accelerator, model, optimizer, scheduler, batch: Batch, adv: tor
     """Steps 5-6: old log-probs (no grad), then per mini-batch of whole groups: forward, loss.policy_loss and
     backward over micro-batches (accumulate_gradients), one optimizer step."""
     trainer, share = cfg.trainer, cfg.trainer.mini_batch_size // accelerator.num_processes * cfg.rollout.n
-    t0 = time.perf_counter()
+    entry, t0 = loss.POLICY_LOSSES[cfg.algorithm.policy_loss], time.perf_counter()
     todo = needs_old_pass(cfg, batch, adv, share, accelerator.num_processes,  # choice 10: saves the forward of the
-                          key=(trainer.seed, step, accelerator.process_index))  # first mini-batch and of most A = 0
+                          (trainer.seed, step, accelerator.process_index),  # first mini-batch and of most A = 0
+                          entry.reads_zero_adv, every=entry.priority is not None)
     old = old_logprobs(cfg, accelerator, model, batch, todo)  # 5. sampling-time log-probs, no grad
     t1, minis, norms = time.perf_counter(), [], []
     model.train()
-    for _epoch in range(trainer.ppo_epochs):
+    for epoch in range(trainer.ppo_epochs):
         for start in range(0, len(adv), share):  # 6. a mini-batch of this rank's groups
-            mini = accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(start, start + share)))
+            mini = accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(start, start + share)),
+                                        (trainer.seed, step, epoch, start // share))
             norms.append(optimizer_step(cfg, accelerator, model, optimizer, scheduler))
             old, minis = old.merged(mini.fresh), minis + [mini]  # the first mini-batch's own, for later ones
     return Update(minis, [n for n, _ in norms], sum(not applied for _, applied in norms), old, len(todo), t1 - t0,
                   time.perf_counter() - t1)
 
 
-def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logprobs, idx: list[int]) -> MiniBatch:
-    """Forward, loss.policy_loss and backward over the micro-batches of one mini-batch (responses `idx`)."""
-    algo = cfg.algorithm
+def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logprobs, idx: list[int],
+                         key: tuple = ()) -> MiniBatch:
+    """Forward, loss.policy_loss and backward over the micro-batches of one mini-batch (responses `idx`; `key`
+    (seed, step, epoch, mini-batch) seeds a covariance selection's random keys)."""
+    algo, entry = cfg.algorithm, loss.POLICY_LOSSES[cfg.algorithm.policy_loss]
+    settings = {k: getattr(algo, k) for k in loss.settings_of(algo.policy_loss)}  # those the loss takes
     weight_of, mini_tokens = loss_weights(cfg, accelerator, batch, idx)  # w_i over the whole mini-batch (choice 7)
-    active = nonzero_advantage(cfg, adv, idx)  # choice 1: skips the ~80% A = 0 responses, ~0.24x the pass time
-    micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)  # choice 2: no padding, ~0.53x the time
+    picked, report = pick_tokens(cfg, accelerator, adv, old, idx, key, settings) if entry.priority else ({}, {})
+    active = gradient_responses(cfg, adv, idx, entry.reads_zero_adv, picked)  # choice 1: skips the responses
+    micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)  # with no gradient; choice 2: no padding
     passes = plan_passes(micro, accelerator, idx[0])  # choice 4: fillers, so ZeRO-3's collectives never hang
     reports, fresh = [], Logprobs()
     for k, p in enumerate(passes):
@@ -138,15 +146,16 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logpro
         old_logp, got = reused_old_logp(old, p.ids, logp, entropy, lengths(batch, p.ids),  # choice 10: saves the
                                         keep=p.weight > 0)  # first mini-batch's no-grad pass
         is_weight = tis_weight(cfg, batch, p.ids, old_logp)  # the sampler's tokens reweighted to the trainer's
+        selected = data.right_pad_float([picked[i].float() for i in p.ids])[0].to(logp.device) if picked else None
         policy_loss, metrics = loss.policy_loss(logp, old_logp, adv[p.ids].to(logp.device), mask,
                                                 torch.stack([weight_of[i] for i in p.ids]).to(logp.device),
-                                                algo.clip_eps_low, algo.clip_eps_high, algo.clip_c, is_weight)
+                                                is_weight, algo.policy_loss, selected, **settings)
         accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the last pass only
         accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' grads averaged
         reports += [metrics] if p.weight else []  # a filler's metrics are not the batch's
         fresh = fresh.merged(got)
     accelerator.sync_gradients = True
-    return MiniBatch(loss.combine(reports), mini_tokens, len(micro), len(passes) - len(micro),
+    return MiniBatch(combine(reports + [report], loss.METRICS), mini_tokens, len(micro), len(passes) - len(micro),
                      sum(len(batch.prompt_ids[i]) + len(batch.response_ids[i]) for mb in micro for i in mb), fresh)
 
 
@@ -159,6 +168,20 @@ def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int]) -> Logp
     rows = [Logprobs.of_pass(p.ids, lengths(batch, p.ids), *forward(cfg, model, batch, p.ids)[:2],
                              wanted=p.ids if p.weight else ()) for p in passes]  # not a filler's
     return Logprobs({i: v for r in rows for i, v in r.rows.items()}, len(passes) - len(micro))
+
+
+def pick_tokens(cfg, accelerator, adv, old: Logprobs, idx: list[int], key: tuple, settings: dict) -> tuple[dict, dict]:
+    """{response: picked (T,) bool} of the loss's covariance priority over mini-batch `idx` on every rank, from the
+    old log-probs of all its tokens, A = 0 ones included (loss.py says why); and its counts for the metrics."""
+    entry = loss.POLICY_LOSSES[cfg.algorithm.policy_loss]
+    tok = mini_batch_tokens(old, adv, idx, accelerator.process_index * len(idx), key, cfg.rollout.max_response_len)
+    sums = torch.tensor([tok.adv.sum(), tok.logp.sum(), len(tok.adv)], dtype=torch.float64)  # over every rank:
+    a_sum, logp_sum, N = accelerator.reduce(sums.to(accelerator.device), "sum").tolist()  # the whole mini-batch's
+    cov = loss.token_covariance(tok.adv, tok.logp, a_sum / N, logp_sum / N)  # (N,)
+    priority = entry.priority(cov, tok.uniform, **loss.taking(entry.priority, settings))  # (N,)
+    picked = lowest_over_ranks(priority, tok.ids, loss.selection_count(settings[entry.fraction], N), accelerator)
+    return dict(zip(idx, picked.split(tok.lengths))), {"cov_selected": picked.sum().float(),
+                                                         "cov_candidates": torch.isfinite(priority).sum().float()}
 
 
 def loss_weights(cfg, accelerator, batch: Batch, idx: list[int]) -> tuple[dict, float]:
@@ -198,20 +221,6 @@ def optimizer_step(cfg, accelerator, model, optimizer, scheduler) -> tuple[float
         scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     return grad_norm, applied
-
-
-def make_scheduler(optimizer, optim_cfg: config.OptimConfig, total_updates: int):
-    """Linear warmup, then constant or cosine to 0, stepped once per optimizer step."""
-
-    def factor(i: int) -> float:
-        if i < optim_cfg.warmup_steps:
-            return (i + 1) / optim_cfg.warmup_steps
-        if optim_cfg.lr_schedule == "cosine":
-            progress = (i - optim_cfg.warmup_steps) / max(1, total_updates - optim_cfg.warmup_steps)
-            return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-        return 1.0
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -257,9 +266,7 @@ def build(cfg: config.Config, model_path: str, tokenizer, accelerator):
     trainer = cfg.trainer
     updates_per_step = trainer.ppo_epochs * (trainer.train_batch_size // trainer.mini_batch_size)
     hf_model = load_policy(cfg.model, model_path)
-    optimizer = torch.optim.AdamW(hf_model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas,
-                                  weight_decay=cfg.optim.weight_decay)
-    scheduler = make_scheduler(optimizer, cfg.optim, trainer.total_steps * updates_per_step)
+    optimizer, scheduler = make_optimizer(hf_model, cfg.optim, trainer.total_steps * updates_per_step)
     max_model_len = cfg.data.max_prompt_len + cfg.rollout.max_response_len
     rollout_engine = rollout.make_sampler(cfg.rollout, hf_model, tokenizer, max_model_len)
     policy_engine, optimizer = accelerator.prepare(Policy(hf_model), optimizer)  # the log-prob forward runs through it
@@ -345,8 +352,9 @@ def main(argv=None) -> None:
         ranks = gather_object([mine]) if accelerator.num_processes > 1 else [mine]  # one record per rank
         metrics = step_metrics(ranks, step, got.gen_batches, upd.grad_norms, upd.skipped, scheduler.get_last_lr()[0],
                                time.perf_counter() - t_step)
-        metrics |= loss.logged([x for r in ranks for x in r.losses], sum(r.mini_tokens for r in ranks),
-                               len(upd.grad_norms))  # the loss's own metrics (loss.METRICS)
+        metrics |= loss_metrics([x for r in ranks for x in r.losses], loss.METRICS, loss.COMMON_METRICS +  # the
+                                loss.POLICY_LOSSES[algo.policy_loss].metrics,  # loss's own metrics (loss.METRICS)
+                                sum(r.mini_tokens for r in ranks), len(upd.grad_norms))
         logger.log_step(metrics | {"rollout/weight_syncs": rollout_engine.weight_syncs - syncs} | eval_metrics,
                         batch, adv, tokenizer)
         # vLLM held against the trainer (infra.vllm_sampler.engine_gap_problem): stop on the first steps, warn later.

@@ -2,7 +2,8 @@
 expensive starts, in one line naming the key and the fix, and every derived value is resolved
 (`algorithm.regime_K`, `rollout.logp_gap_max`), so the saved config is exactly what runs. config.py calls `validate` on
 every config it builds, after checking the advantage's settings (baseline, K, quantile rule, mask) with
-advantage.check_settings, the rules compute_advantages applies, which are not repeated here.
+advantage.check_settings, the rules compute_advantages applies, and which settings the policy loss takes with
+loss.check_settings; neither is repeated here.
 """
 
 from __future__ import annotations
@@ -79,9 +80,15 @@ def validate(cfg) -> object:
     need(rollout.logp_gap_max is None or rollout.logp_gap_max > 0,
          f"config key `rollout.logp_gap_max` must be > 0, auto or null (off), got {rollout.logp_gap_max}")
     need(rollout.max_num_seqs >= 1, f"config key `rollout.max_num_seqs` must be >= 1, got {rollout.max_num_seqs}")
-    need(0 < algo.clip_eps_low < 1, f"config key `algorithm.clip_eps_low` must be in (0, 1), got {algo.clip_eps_low}")
-    need(algo.clip_eps_high > 0, f"config key `algorithm.clip_eps_high` must be > 0, got {algo.clip_eps_high}")
-    need(algo.clip_c > 1, f"config key `algorithm.clip_c` must be > 1, got {algo.clip_c}")
+    fraction, positive = (lambda v: 0 < v <= 1, "in (0, 1]"), (lambda v: v > 0, "> 0")
+    for key, (ok, rule) in {"clip_eps_low": fraction, "clip_eps_high": positive, "clip_c": (lambda v: v > 1, "> 1"),
+                            "clip_cov_ratio": fraction, "kl_cov_ratio": fraction,
+                            "kl_cov_coef": (lambda v: v >= 0, ">= 0")}.items():
+        value = getattr(algo, key)  # null where the policy loss does not take it (loss.check_settings)
+        need(value is None or ok(value), f"config key `algorithm.{key}` must be {rule}, got {value}")
+    need(algo.clip_cov_lb is None or algo.clip_cov_lb < algo.clip_cov_ub,
+         f"config key `algorithm.clip_cov_lb` ({algo.clip_cov_lb}) must be below `algorithm.clip_cov_ub` "
+         f"({algo.clip_cov_ub})")
     need(algo.max_num_gen_batches >= 1,
          f"config key `algorithm.max_num_gen_batches` must be >= 1, got {algo.max_num_gen_batches}")
     need(optim.lr >= 0 and optim.weight_decay >= 0 and optim.warmup_steps >= 0,

@@ -19,18 +19,6 @@ import config
 from infra import diagnostics
 
 METRICS = {
-    "loss/policy": ("updates", "clip-higher policy loss, mean over the step's optimizer steps"),
-    "loss/clip_frac_high": ("mini_tokens", "fraction of mini-batch tokens with A > 0 and ratio > 1 + eps_high "
-                                           "(gradient clipped)"),
-    "loss/clip_frac_low": ("mini_tokens", "fraction of mini-batch tokens with A < 0 and ratio < 1 - eps_low"),
-    "loss/clip_frac_dual": ("mini_tokens", "fraction of mini-batch tokens with A < 0 and ratio > clip_c (dual clip)"),
-    "loss/ratio_mean": ("num_tokens", "mean importance ratio over tokens in gradient passes"),
-    "loss/ratio_min": ("min", "smallest importance ratio"),
-    "loss/ratio_max": ("max", "largest importance ratio"),
-    "loss/approx_kl": ("num_tokens", "mean (ratio - 1) - log ratio over tokens in gradient passes (k3 estimate of KL)"),
-}
-
-METRICS = {
     "step": "training step (rollout batches done)",
     "reward/mean": "mean shaped reward (score + overlong penalty) over all responses generated this step",
     "reward/acc": "fraction of all generated responses the verifier judged correct",
@@ -118,6 +106,40 @@ def documented(name: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
+# The loss's metrics: loss.METRICS gives each one's reduction and denominator; these apply it.
+# ----------------------------------------------------------------------------------------------
+
+REDUCTIONS = {"sum": lambda a, b: a + b, "min": min, "max": max}
+
+
+def combine(reports: list[dict], table: dict) -> dict:
+    """Several passes', mini-batches' or ranks' metrics as one, each by its reduction in `table` (loss.METRICS).
+
+    >>> combine([{"ratio_min": 0.9, "num_tokens": 3.0}, {"ratio_min": 0.7, "num_tokens": 2.0}],
+    ...         {"ratio_min": ("min", None, ""), "num_tokens": ("sum", None, None)})
+    {'ratio_min': 0.7, 'num_tokens': 5.0}
+    """
+    out = {}
+    for report in reports:
+        for name, value in report.items():
+            value = float(value)
+            out[name] = REDUCTIONS[table[name][0]](out[name], value) if name in out else value
+    return out
+
+
+def loss_metrics(reports: list[dict], table: dict, names: tuple, mini_tokens: float, updates: int) -> dict:
+    """The step's loss/<name> values of `names` (loss.logged_metrics): every report (of each pass, mini-batch and
+    rank) combined, each divided by its denominator in `table` (loss.METRICS); without a report a sum is 0, a min or
+    max 1."""
+    total = combine(reports, table)
+    counts = {"num_tokens": total.get("num_tokens", 0.0), "num_sequences": total.get("num_sequences", 0.0),
+              "mini_tokens": mini_tokens, "updates": updates}
+    value = lambda name, reduce: total.get(name, 0.0 if reduce == "sum" else 1.0)  # noqa: E731
+    return {f"loss/{name}": value(name, reduce) / (max(counts[per], 1) if per else 1)
+            for name in names for reduce, per, _ in [table[name]]}
+
+
+# ----------------------------------------------------------------------------------------------
 # One step's metrics, from every rank's raw sums (train.py gathers them).
 # ----------------------------------------------------------------------------------------------
 
@@ -143,7 +165,7 @@ class RankStep:
     adv: torch.Tensor  # (P, G)
     hard: torch.Tensor  # (P,) bool: advantage.hard_prompts at algorithm.regime_K
     logp: dict  # logprob_sums: entropy, entropy by advantage sign, covariance sums, sampler gap
-    losses: list[dict]  # loss.policy_loss's metrics per mini-batch, for loss.logged (train.py step 7)
+    losses: list[dict]  # loss.policy_loss's metrics per mini-batch, for loss_metrics (train.py step 7)
     micro_batches: int  # gradient passes with weight
     fillers: int  # zero-weighted passes, no-grad pass and update
     seq_tokens: int  # prompt + response tokens through gradient passes
@@ -194,7 +216,7 @@ def logprob_sums(batch, adv: torch.Tensor, known: dict, from_sampler: bool, n_al
 
 def step_metrics(ranks: list[RankStep], step: int, gen_batches: int, norms: list[float], skipped: int, lr: float,
                  step_time: float) -> dict:
-    """The logged metrics (METRICS, but the loss's: loss.logged) from each rank's record; the same on every rank."""
+    """The logged metrics (METRICS, but the loss's: loss_metrics) from each rank's record; the same on every rank."""
     seen = [r.seen for r in ranks]
     rewards, accs, lengths, truncated = ([x for s in seen for x in getattr(s, k)]
                                          for k in ("reward", "acc", "lengths", "truncated"))

@@ -2,7 +2,7 @@
 log-probs those forwards leave for later phases of the step (train.py's steps 5-6 plan them).
 
     todo = needs_old_pass(cfg, batch, adv, first, world, key)  # the responses the no-grad pass covers
-    active = nonzero_advantage(cfg, adv, idx)                 # the responses of idx in gradient passes
+    active = gradient_responses(cfg, adv, idx)                # the responses of idx in gradient passes
     old = Logprobs({i: (logp, entropy)})                      # under the sampling-time policy, detached
     micro = micro_batches(batch, ids, budget)                 # lists of responses, each one packed row
     old_logp, fresh = reused_old_logp(old, ids, logp, entropy, lengths(batch, ids), keep)  # (B, R), Logprobs
@@ -45,29 +45,37 @@ class Logprobs:
                          for row, (i, n) in enumerate(zip(ids, lengths)) if i in wanted})
 
 
-def needs_old_pass(cfg, batch, adv: torch.Tensor, first: int, world: int = 1, key: tuple = ()) -> list[int]:
+def needs_old_pass(cfg, batch, adv: torch.Tensor, first: int, world: int = 1, key: tuple = (),
+                   reads_zero_adv: str = "no", every: bool = False) -> list[int]:
     """The responses whose log-probs under the sampling-time policy no other pass provides (`trainer.reuse_logprobs`).
 
     Gradient passes need `old_logp`: the first mini-batch's own forward (its `first` responses) gives it
     (the policy has not moved yet); later mini-batches need it from before the first optimizer step.
     The metrics need log-prob and entropy: the HF sampler reports them for every response; with vLLM,
     the responses outside every gradient pass get a forward for them: a `logging.entropy_sample` of
-    them (entropy_sample, drawn with `key` out of this rank's share of a `world` of ranks).
+    them (entropy_sample, drawn with `key` out of this rank's share of a `world` of ranks). A loss whose
+    selection reads every response's old log-probs (`every`) gets them all, before the first mini-batch.
     """
     everything = range(len(batch.response_ids))
-    if not cfg.trainer.reuse_logprobs:
+    if not cfg.trainer.reuse_logprobs or every:
         return list(everything)  # the plain way: one pass over every response
-    in_grad = set(nonzero_advantage(cfg, adv, everything))
+    in_grad = set(gradient_responses(cfg, adv, everything, reads_zero_adv))
     sample = [] if batch.policy_logp is not None else entropy_sample([i for i in everything if i not in in_grad],
                                                                      cfg.logging.entropy_sample, world, key)
     return sorted([i for i in in_grad if i >= first] + sample)
 
 
-def nonzero_advantage(cfg, adv: torch.Tensor, idx) -> list[int]:
-    """The responses of `idx` in gradient passes: those with A != 0 (`trainer.sparse_update`; all of them without).
-    An A = 0 response's loss has zero gradient, and train.loss_weights keeps it in the normaliser's counts, so the
-    update is exact."""
-    return [i for i in idx if adv[i] != 0 or not cfg.trainer.sparse_update]
+def gradient_responses(cfg, adv: torch.Tensor, idx, reads_zero_adv: str = "no", picked: dict | None = None) -> list:
+    """The responses of `idx` in gradient passes: those whose loss can have a gradient (`trainer.sparse_update`; all
+    of them without). An A = 0 response's loss has none unless the loss reads A = 0 tokens (loss.POLICY_LOSSES'
+    reads_zero_adv: "all" of them, or the "selected" ones its priority `picked`); train.loss_weights keeps every
+    response in the normaliser's counts, so the update is exact."""
+    def needed(i) -> bool:
+        if adv[i] != 0 or not cfg.trainer.sparse_update or reads_zero_adv == "all":
+            return True
+        return reads_zero_adv == "selected" and picked is not None and bool(picked[i].any())
+
+    return [i for i in idx if needed(i)]
 
 
 def micro_batches(batch, ids: list[int], budget: int) -> list[list[int]]:
@@ -106,6 +114,10 @@ def entropy_sample(candidates: list[int], sample: float, world: int, key: tuple)
     k = math.ceil(sample * len(candidates)) if sample <= 1 else math.ceil(sample / world)
     if k >= len(candidates):
         return list(candidates)
+    return sorted(candidates[j] for j in torch.randperm(len(candidates), generator=seeded(key))[:k].tolist())
+
+
+def seeded(key: tuple) -> torch.Generator:
+    """A generator seeded by `key` alone: the same draws on any rank, in any run."""
     digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-    g = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
-    return sorted(candidates[j] for j in torch.randperm(len(candidates), generator=g)[:k].tolist())
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)

@@ -10,9 +10,11 @@ import torch
 import advantage
 import loss
 from infra import diagnostics
-from infra.logger import RankStep, StepTimes, documented, logprob_sums, step_metrics
+from infra.logger import RankStep, StepTimes, documented, logprob_sums, loss_metrics, step_metrics
 from infra.passes import entropy_sample
 from rollout import Seen
+
+CLIP_HIGHER = loss.COMMON_METRICS + loss.POLICY_LOSSES["clip-higher"].metrics  # what train.py logs for the default
 
 
 def rank_sums(seed: int, logp: dict | None = None) -> RankStep:
@@ -36,13 +38,14 @@ def rank_sums(seed: int, logp: dict | None = None) -> RankStep:
 
 def metrics(ranks):
     m = step_metrics(ranks, step=1, gen_batches=1, norms=[1.0, 3.0], skipped=0, lr=1e-6, step_time=2.0)
-    return m | loss.logged([x for r in ranks for x in r.losses], sum(r.mini_tokens for r in ranks), 2)  # as train.py
+    return m | loss_metrics([x for r in ranks for x in r.losses], loss.METRICS, CLIP_HIGHER,  # as train.py
+                            sum(r.mini_tokens for r in ranks), 2)
 
 
 def test_every_logged_metric_is_documented():
     m = metrics([rank_sums(0), rank_sums(1)])
     assert not [k for k in m if not documented(k)], "undocumented metrics"
-    assert {k for k in m if k.startswith("loss/")} == {f"loss/{k}" for k, v in loss.METRICS.items() if v[2]}
+    assert {k for k in m if k.startswith("loss/")} == {f"loss/{k}" for k in CLIP_HIGHER}
 
 
 def test_rank_records_are_combined_over_ranks():

@@ -246,25 +246,39 @@ def test_chunks_of_at_most_chunk_tokens_rows_change_nothing(rows, chunk):
 
 
 def test_loss_metrics_are_combined_by_their_reduction_then_divided_by_their_denominator():
-    from loss import METRICS, combine, logged
+    from infra.logger import combine, loss_metrics
+    from loss import COMMON_METRICS, METRICS, POLICY_LOSSES
 
     a = {"policy": 0.5, "clip_frac_high": 2.0, "ratio_mean": 7.5, "num_tokens": 6.0, "ratio_min": 0.8, "ratio_max": 1.3}
     b = {"policy": .25, "clip_frac_high": 1.0, "ratio_mean": 4.5, "num_tokens": 4.0, "ratio_min": 0.9, "ratio_max": 1.5}
-    assert combine([a, b]) == {"policy": 0.75, "clip_frac_high": 3.0, "ratio_mean": 12.0, "num_tokens": 10.0,
-                               "ratio_min": 0.8, "ratio_max": 1.5}
-    m = logged([a, b, a], mini_tokens=40.0, updates=2)  # three mini-batches' reports, from any ranks
+    assert combine([a, b], METRICS) == {"policy": 0.75, "clip_frac_high": 3.0, "ratio_mean": 12.0, "num_tokens": 10.0,
+                                        "ratio_min": 0.8, "ratio_max": 1.5}
+    names = COMMON_METRICS + POLICY_LOSSES["clip-higher"].metrics
+    m = loss_metrics([a, b, a], METRICS, names, mini_tokens=40.0, updates=2)  # three mini-batches' reports, any ranks
     assert m["loss/policy"] == pytest.approx(1.25 / 2)  # per optimizer step
     assert m["loss/clip_frac_high"] == pytest.approx(5.0 / 40.0)  # per mini-batch token, A = 0 ones included
     assert m["loss/ratio_mean"] == pytest.approx(19.5 / 16.0)  # per token in gradient passes
     assert m["loss/ratio_min"] == 0.8 and m["loss/ratio_max"] == 1.5 and m["loss/approx_kl"] == 0.0
-    assert set(m) == {f"loss/{name}" for name, (_, _, meaning) in METRICS.items() if meaning is not None}
-    assert logged([], mini_tokens=0.0, updates=0)["loss/ratio_min"] == 1.0  # no gradient pass at all
+    assert set(m) == {f"loss/{name}" for name in names}
+    assert loss_metrics([], METRICS, names, mini_tokens=0.0, updates=0)["loss/ratio_min"] == 1.0  # no gradient pass
+    gspo = {"seq_clip_frac": 1.0, "num_sequences": 4.0, "seq_ratio_max": 1.2}
+    m = loss_metrics([gspo, gspo], METRICS, COMMON_METRICS + POLICY_LOSSES["gspo"].metrics, 1.0, 1)
+    assert m["loss/seq_clip_frac"] == 0.25 and m["loss/seq_ratio_max"] == 1.2  # per response in gradient passes
 
 
-def test_every_reported_metric_has_an_entry_in_the_table():
-    from loss import METRICS, REDUCTIONS
+SETTINGS = {"clip-higher": {}, "clip-cov": dict(clip_eps_low=1.0, clip_eps_high=1.0),
+            "kl-cov": dict(kl_cov_coef=1.0), "gspo": dict(clip_eps_low=3e-4, clip_eps_high=4e-4)}
 
-    _, m = policy_loss(torch.zeros(1, 3), torch.zeros(1, 3), torch.tensor([1.0]), torch.ones(1, 3), torch.ones(1))
-    assert set(m) == set(METRICS)
+
+@pytest.mark.parametrize("name", SETTINGS)
+def test_every_reported_metric_has_an_entry_in_the_table(name):
+    from infra.logger import REDUCTIONS
+    from loss import COMMON_METRICS, METRICS, POLICY_LOSSES
+
+    _, m = policy_loss(torch.zeros(1, 3), torch.zeros(1, 3), torch.tensor([1.0]), torch.ones(1, 3), torch.ones(1),
+                       name=name, selected=torch.zeros(1, 3, dtype=torch.bool), **SETTINGS[name])
+    assert set(m) <= set(METRICS) and set(COMMON_METRICS) | {"num_tokens"} <= set(m)
+    assert set(POLICY_LOSSES[name].metrics) <= set(METRICS)
+    assert set(POLICY_LOSSES[name].metrics) - {"cov_selected", "cov_candidates"} <= set(m)  # those: train.pick_tokens
     for reduce, per, _ in METRICS.values():
-        assert reduce in REDUCTIONS and per in (None, "num_tokens", "mini_tokens", "updates")
+        assert reduce in REDUCTIONS and per in (None, "num_tokens", "num_sequences", "mini_tokens", "updates")

@@ -10,6 +10,7 @@ import rollout as batching
 import train
 from infra.data import Prompt
 from infra.logprobs import logprob_entropy
+from infra.optim import make_scheduler
 from infra.passes import Logprobs, needs_old_pass
 from infra.policy import Policy, response_logprobs
 
@@ -123,7 +124,7 @@ def test_the_entropy_sample_is_respected_and_changes_no_gradient(tiny_policy_dir
 def test_nonfinite_gradient_skips_the_step(tiny_policy_dir, accelerator, cfg):
     model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    sched = train.make_scheduler(opt, cfg.optim, 10)
+    sched = make_scheduler(opt, cfg.optim, 10)
     before = [p.detach().clone() for p in model.parameters()]
     for p in model.parameters():
         p.grad = torch.ones_like(p)
