@@ -7,7 +7,9 @@ fork changes the algorithm at the root without reading this package.
                       equal pass counts on every rank
     passes.py         the update's passes: which responses get a forward, packed micro-batches, the old
                       log-probs a pass leaves for later ones, the entropy metrics' sample
+    selection.py      a selection of a mini-batch's tokens over every rank (the covariance losses' pick)
     logprobs.py       log-probabilities and entropy of sampled tokens, chunked: no (B, T, V) fp32 tensor
+    optim.py          AdamW and its learning-rate schedule from the config
     data.py           prompts in, micro-batches out: the template, distinct rows, the resumable sampler,
                       token-budget micro-batches
     readers.py        reading and checking training and benchmark files (jsonl, json, parquet, hub sets)
