@@ -77,32 +77,34 @@ def loss_metric_block() -> str:
 
 
 def test_the_readme_loss_metric_recipe_edits_loss_py_only(monkeypatch, tiny_policy_dir):
-    """The block, appended to (a copy of) loss.py's namespace, reaches the update and the step's metrics
-    with no other change: train.accumulate_gradients calls it, loss.logged divides it, the logger documents it."""
+    """The block, appended to (a copy of) loss.py's namespace, reaches the config, the update and the step's metrics
+    with no other change: train.accumulate_gradients calls it on every response (it reads A = 0 tokens),
+    infra.logger.loss_metrics divides its metric, the logger documents it."""
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM
 
     import loss
     import train
-    from infra.logger import documented
+    from infra.logger import documented, loss_metrics
     from infra.policy import Policy
     from rollout import Batch
 
-    namespace = dict(vars(loss)) | {"METRICS": dict(loss.METRICS)}
+    namespace = dict(vars(loss)) | {"METRICS": dict(loss.METRICS), "POLICY_LOSSES": dict(loss.POLICY_LOSSES)}
     exec(loss_metric_block(), namespace)  # as a fork appends it to loss.py
     monkeypatch.setattr(loss, "METRICS", namespace["METRICS"])
-    monkeypatch.setattr(loss, "policy_loss", namespace["policy_loss"])
+    monkeypatch.setattr(loss, "POLICY_LOSSES", namespace["POLICY_LOSSES"])
 
     logp, old = torch.log(torch.tensor([[1.0, 1.5, 0.5]])), torch.zeros(1, 3)  # ratios 1, 1.5, 0.5
     adv, mask, weight = torch.tensor([1.0]), torch.tensor([[1, 1, 0]]), torch.tensor([0.5])
-    plain, _ = namespace["clip_higher_policy_loss"](logp, old, adv, mask, weight)
-    with_kl, metrics = loss.policy_loss(logp, old, adv, mask, weight)
+    plain, _ = loss.policy_loss(logp, old, adv, mask, weight)
+    with_kl, metrics = loss.policy_loss(logp, old, adv, mask, weight, name="clip-higher-k2", clip_eps_low=0.2,
+                                        clip_eps_high=0.28, clip_c=10.0)
     k2 = 0.5 * torch.log(torch.tensor(1.5)) ** 2  # the masked third token adds nothing
     assert metrics["kl_k2"].item() == pytest.approx(k2.item())
     assert (with_kl - plain).item() == pytest.approx(namespace["KL_COEF"] * 0.5 * k2.item(), rel=1e-4)
 
     cfg = config.from_dict({}, ["rollout.n=4", "trainer.train_batch_size=2", "trainer.mini_batch_size=2",
-                                "reward.overlong_buffer_len=0"])
+                                "reward.overlong_buffer_len=0", "algorithm.policy_loss=clip-higher-k2"])
     model = Policy(AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32))
     g = torch.Generator().manual_seed(1)
     responses = [torch.randint(3, 300, (3 + k,), generator=g).tolist() for k in range(8)]
@@ -112,6 +114,8 @@ def test_the_readme_loss_metric_recipe_edits_loss_py_only(monkeypatch, tiny_poli
     old = train.old_logprobs(cfg, accelerator, model, batch, list(range(8)))
     old = train.Logprobs({i: (lp - 0.2, ent) for i, (lp, ent) in old.rows.items()})  # ratios off 1
     mini = train.accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(8)))
-    logged = loss.logged([mini.losses], mini.mini_tokens, updates=1)
+    assert mini.losses["num_tokens"] == sum(map(len, responses))  # the A = 0 responses were not skipped
+    names = loss.COMMON_METRICS + loss.POLICY_LOSSES["clip-higher-k2"].metrics
+    logged = loss_metrics([mini.losses], loss.METRICS, names, mini.mini_tokens, updates=1)
     assert logged["loss/kl_k2"] == pytest.approx(0.5 * 0.2**2, rel=1e-4)  # every token's log-ratio is 0.2
     assert documented("loss/kl_k2")
