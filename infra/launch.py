@@ -3,6 +3,7 @@ against the launch, before the model loads, with one collective timeout on every
 
     check_hardware(cfg); check_launch(cfg)      # one-line errors, before anything expensive
     accelerator = make_accelerator(cfg)         # before from_pretrained: ZeRO-3 partitions as it loads
+    accelerator.prepare(...)                    # under ZeRO-3 also reads back the MoE leaf modules (below)
     report_timeouts(cfg)                        # after accelerator.prepare: the timeout each group holds
     init_process_groups(cfg)                    # eval.py: the same timeout, no DeepSpeed
 
@@ -21,6 +22,11 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 5. `trainer.collective_timeout_min` reaches every process group: the default group's through
    `PartialState(timeout=)`, later groups' as torch's default timeout (`set_default_group_timeout`).
 6. The accelerate config file in effect is worked out as the launcher does (`launch_config_file`).
+
+A mixture-of-experts model's sparse blocks are ZeRO-3 leaf modules, named in the DeepSpeed config built here
+(`zero_optimization.leaf_module`, from infra.model.moe_blocks) rather than left to DeepSpeed's default list, and the
+accelerator's `prepare` reads back from the running engine that each block is one (`leaf_problem`), or stops the run
+in one line (docs/gpu.md, "Mixture of experts": what the setting changes with transformers 5.19's fused experts).
 """
 
 from __future__ import annotations
@@ -34,9 +40,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import torch
+from accelerate import Accelerator
 
 import config
 from config import ConfigError
+from infra.model import MOE_BLOCKS, ModelError, moe_blocks
 
 
 def check_hardware(cfg: config.Config) -> None:
@@ -230,10 +238,15 @@ def stop(message: str, code: int = 2):
 
 
 def deepspeed_plugin(cfg: config.Config):
-    """accelerate's DeepSpeed plugin built from the config's `deepspeed` section (ZeRO-3)."""
+    """accelerate's DeepSpeed plugin built from the config's `deepspeed` section (ZeRO-3), with the model's MoE
+    blocks as leaf modules (read from model.name_or_path's config.json)."""
     from accelerate.utils import DeepSpeedPlugin
 
     ds, dtype = cfg.deepspeed, cfg.model.dtype
+    try:
+        blocks = moe_blocks(cfg.model.name_or_path)
+    except (ModelError, OSError, ValueError) as e:  # before any model loads: one line
+        stop(f"model.name_or_path: {e}".splitlines()[0])
     settings = {
         "train_micro_batch_size_per_gpu": 1,  # no DataLoader is prepared; DeepSpeed only reports it
         "gradient_accumulation_steps": 1,  # micro-batch counts vary: train.py marks the boundary itself
@@ -243,6 +256,8 @@ def deepspeed_plugin(cfg: config.Config):
             "offload_optimizer": {"device": ds.offload_optimizer},
             "offload_param": {"device": ds.offload_param},
             "stage3_gather_16bit_weights_on_model_save": True,  # a consolidated HF checkpoint
+            # each MoE block (router + experts) hooked, gathered and reduced as one module (docs/gpu.md)
+            **({"leaf_module": {"classes": blocks, "names": [], "name_suffixes": []}} if blocks else {}),
         },
         "bf16": {"enabled": dtype == "bfloat16"},  # bf16 params and activations, fp32 master weights and Adam state
         "fp16": {"enabled": dtype == "float16"},
@@ -272,8 +287,6 @@ def init_process_groups(cfg: config.Config, cpu: bool = False) -> None:
 
 
 def make_accelerator(cfg: config.Config):
-    from accelerate import Accelerator
-
     if cfg.deepspeed.zero_stage and "WORLD_SIZE" not in os.environ:  # one process without a launcher's env (choice 4)
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(free_port()))
@@ -281,7 +294,49 @@ def make_accelerator(cfg: config.Config):
     # A launch config's DeepSpeed fields were checked against the training YAML (check_launch); accelerate
     # refuses a full DeepSpeed config next to them, and ours is built from the YAML, so they are dropped.
     os.environ.pop("ACCELERATE_CONFIG_DS_FIELDS", None)
-    return Accelerator(deepspeed_plugin=deepspeed_plugin(cfg) if cfg.deepspeed.zero_stage else None)
+    return CheckedAccelerator(deepspeed_plugin=deepspeed_plugin(cfg) if cfg.deepspeed.zero_stage else None)
+
+
+def leaf_problem(engine, built: list[str]) -> str | None:
+    """Why the running DeepSpeed engine does not treat every MoE block of its model as a ZeRO-3 leaf module, in one
+    line, or None. `built`: the leaf classes of the DeepSpeed config deepspeed_plugin built. A leaf block
+    carries `_z3_leaf` (set from the engine's config) and its parameters `ds_z3_leaf_module` (set as ZeRO-3 hooks
+    the model: no hooks below the block, one gather for it, its gradients reduced after its backward)."""
+    known = set(MOE_BLOCKS.values())
+    qualified = lambda m: f"{type(m).__module__}.{type(m).__qualname__}"  # noqa: E731
+    blocks = [(name, m) for name, m in engine.module.named_modules() if qualified(m) in known]  # every MoE block
+    reached = list(engine._config.zero_config.leaf_module.classes)  # the value the running engine holds
+    fix = ("infra.launch.deepspeed_plugin must set zero_optimization.leaf_module.classes to the model's sparse block "
+           "class (infra.model.MOE_BLOCKS; docs/gpu.md, \"Mixture of experts\")")
+    if blocks and not built:
+        return f"the model has {len(blocks)} MoE blocks ({qualified(blocks[0][1])}) and the DeepSpeed config names " \
+               f"no leaf module: {fix}"
+    if built and reached != built:
+        return f"DeepSpeed's engine holds zero_optimization.leaf_module.classes {reached}, not the {built} built: {fix}"
+    loose = [name for name, m in blocks if not getattr(m, "_z3_leaf", False)
+             or any(getattr(p, "ds_z3_leaf_module", None) is not m for p in m.parameters())]
+    if loose:
+        return f"{len(loose)} of {len(blocks)} MoE blocks are not ZeRO-3 leaf modules in the running engine " \
+               f"(first: {loose[0]}): {fix}"
+    if built and not blocks:
+        return f"zero_optimization.leaf_module.classes names {built}, but the model has no such module (renamed in " \
+               "this transformers?): update infra.model.MOE_BLOCKS"
+    return None
+
+
+class CheckedAccelerator(Accelerator):
+    """accelerate's Accelerator whose `prepare`, under ZeRO-3, also reads back that every MoE block of the model it
+    wraps is a leaf module of the running engine (`leaf_problem`); a failure stops the run in one line."""
+
+    def prepare(self, *args, **kwargs):
+        prepared = super().prepare(*args, **kwargs)
+        plugin = self.state.deepspeed_plugin
+        built = plugin.deepspeed_config["zero_optimization"].get("leaf_module", {}).get("classes", []) if plugin else []
+        for engine in prepared if isinstance(prepared, tuple) else (prepared,):
+            problem = leaf_problem(engine, built) if hasattr(engine, "zero_optimization_stage") else None
+            if problem:  # a DeepSpeed engine whose MoE blocks are not leaves
+                stop(f"ZeRO-3 under DeepSpeed: {problem}", code=1)
+        return prepared
 
 
 def group_timeouts() -> dict[str, timedelta | None]:

@@ -5,6 +5,11 @@
     hf = load_policy(cfg.model, path)          # an HF causal LM (partitioned as it loads under ZeRO-3)
     shell = policy_shell(cfg.model, path)      # the same without weights, for a vLLM engine that reads them itself
     eos = eos_token_ids(tokenizer, hf)         # every id that ends a response
+    blocks = moe_blocks(path)                  # a mixture of experts' sparse blocks, from config.json: ZeRO-3 leaves
+
+A mixture of experts (Qwen3-30B-A3B-Base) has its sparse block class (router + experts) named in `MOE_BLOCKS` by model
+type, so that infra.launch.deepspeed_plugin makes each block one ZeRO-3 leaf module; an MoE model of a type it does
+not name is refused in one line (docs/gpu.md, "Mixture of experts").
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
 1. A model path is checked before anything loads and a bad one raises ModelError, one line naming the key and the fix.
@@ -180,6 +185,34 @@ def policy_shell(model_cfg, path: str):
     except OSError:  # no generation_config.json: the config's own
         pass
     return model
+
+
+# ----------------------------------------------------------------------------------------------
+# Mixture-of-experts blocks: which modules ZeRO-3 gathers, prefetches and reduces as one unit.
+# ----------------------------------------------------------------------------------------------
+
+# model_type -> the class of its sparse MoE block (router + experts), as DeepSpeed's leaf-module setting names classes.
+# transformers 5.19 holds a Qwen3-MoE block's 128 experts fused in one module (two 3D parameters); docs/gpu.md,
+# "Mixture of experts", says what the leaf setting changes for it.
+MOE_BLOCKS = {"qwen3_moe": "transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock"}
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")  # how HF configs name the expert count
+
+
+def moe_blocks(path: str) -> list[str]:
+    """The sparse MoE block classes of the model at `path` (its config.json alone): [] for a dense model.
+    Raises ModelError for a mixture of experts whose type `MOE_BLOCKS` does not name."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path)
+    if config.model_type in MOE_BLOCKS:
+        return [MOE_BLOCKS[config.model_type]]
+    experts = next((getattr(config, k) for k in EXPERT_COUNT_KEYS if getattr(config, k, None)), None)
+    if experts:
+        raise ModelError(f"`{path}` is a mixture of experts (model type {config.model_type}, {experts} experts) "
+                         "that this trainer has not been set up for: add its sparse block's class to "
+                         "infra.model.MOE_BLOCKS, so that ZeRO-3 gathers and reduces each block as one leaf module "
+                         "(docs/gpu.md, \"Mixture of experts\")")
+    return []
 
 
 def eos_token_ids(tokenizer, model) -> list[int]:
