@@ -153,8 +153,41 @@ def test_tiny_dapo_differs_from_tiny_qae_only_in_the_baseline():
     assert dapo == qae
 
 
+# Table 2's rows: each "+ QAE" config and its partner with the group-mean baseline (paper section 5.1: "+ QAE" changes
+# only the baseline). The 30B-A3B pair is checked once its configs exist.
+TABLE2_PAIRS = [("qwen3_8b_qae.yaml", "qwen3_8b_dapo.yaml"), ("qwen3_8b_clip_cov_qae.yaml", "qwen3_8b_clip_cov.yaml"),
+                ("qwen3_8b_kl_cov_qae.yaml", "qwen3_8b_kl_cov.yaml"),
+                ("qwen3_30b_a3b_gspo_qae.yaml", "qwen3_30b_a3b_gspo.yaml")]
+
+
+@pytest.mark.parametrize("qae, partner", TABLE2_PAIRS)
+def test_each_table2_qae_config_differs_from_its_partner_only_in_the_baseline(qae, partner):
+    if not (REPO / "configs" / qae).exists():
+        pytest.skip(f"{qae} is not shipped yet")
+    a, b = load(qae), load(partner)
+    assert (a.algorithm.baseline, a.algorithm.K, b.algorithm.baseline, b.algorithm.K) == ("quantile", 0.4, "mean", None)
+    assert differing_keys(a, b) == {"algorithm.baseline", "algorithm.K", "trainer.output_dir"}
+
+
+def test_the_table2_configs_are_the_methods_of_their_rows():
+    algo = {name: load(name).algorithm for pair in TABLE2_PAIRS for name in pair
+            if (REPO / "configs" / name).exists()}
+    assert {name: a.policy_loss for name, a in algo.items()} == {
+        **{name: "clip-higher" for name in TABLE2_PAIRS[0]}, **{name: "clip-cov" for name in TABLE2_PAIRS[1]},
+        **{name: "kl-cov" for name in TABLE2_PAIRS[2]},
+        **{name: "gspo" for name in TABLE2_PAIRS[3] if name in algo}}
+    clip_cov, kl_cov = algo["qwen3_8b_clip_cov_qae.yaml"], algo["qwen3_8b_kl_cov_qae.yaml"]
+    assert (clip_cov.clip_cov_ratio, clip_cov.clip_cov_lb, clip_cov.clip_cov_ub) == (2e-4, 1.0, 5.0)  # authors' 7B
+    assert (clip_cov.clip_eps_low, clip_cov.clip_eps_high, clip_cov.clip_c) == (1.0, 1.0, None)
+    assert (kl_cov.kl_cov_ratio, kl_cov.kl_cov_coef, kl_cov.clip_eps_low, kl_cov.clip_c) == (2e-3, 1.0, None, None)
+    for name in TABLE2_PAIRS[3]:
+        if name in algo:  # GSPO's clip ranges (verl's GSPO recipe, the QAE paper's GSPO runs), its sequence mean
+            assert (algo[name].clip_eps_low, algo[name].clip_eps_high, algo[name].loss_agg) == (
+                3e-4, 4e-4, "seq-mean-token-mean")
+
+
 def test_variant_configs_are_a_few_lines_over_their_base():
-    for name in ("tiny_dapo.yaml", "qwen3_8b_dapo.yaml"):
+    for name in ("tiny_dapo.yaml", "qwen3_8b_dapo.yaml", "qwen3_8b_clip_cov.yaml", "qwen3_8b_kl_cov.yaml"):
         keys = [line for line in (REPO / "configs" / name).read_text().splitlines() if line.startswith("  ")]
         assert len(keys) <= 4, (name, keys)
 
@@ -258,7 +291,7 @@ def test_a_config_comment_naming_what_differs_is_true():
             unnamed = {k for k in differ if k not in named and k.split(".")[0] not in sections}
             assert not unnamed, f"{name}'s comment does not name what differs from {other}: {sorted(unnamed)}"
             checked += 1
-    assert checked >= 4  # tiny_qae, tiny_dapo, smollm2_dapo and qwen3_8b_dapo make such a claim
+    assert checked >= 8  # tiny_qae, tiny_dapo, smollm2_dapo, qwen3_8b_dapo and the Clip-Cov, KL-Cov pairs claim it
 
 
 def test_the_difference_check_can_fail():

@@ -362,3 +362,31 @@ def test_a_covariance_loss_has_every_responses_old_logprobs_before_the_first_pas
     adv = torch.tensor([1.0, 0, 0, 0, 0, -1.0, 0, 0])
     assert 0 not in needs_old_pass(cfg, batch, adv, first=4)  # clip-higher: the first mini-batch's own forward has it
     assert needs_old_pass(cfg, batch, adv, first=4, every=True) == list(range(8))
+
+
+# ----------------------------------------------------------------------------------------------
+# Every loss with every baseline, TIS and every aggregation it admits; the others refused in one line.
+# ----------------------------------------------------------------------------------------------
+
+LOSS_SETTINGS = {"clip-higher": dict(clip_eps_low=0.2, clip_eps_high=0.28, clip_c=10.0),
+                 "clip-cov": dict(CLIP_COV, clip_cov_ratio=2e-4), "kl-cov": dict(kl_cov_ratio=2e-3, kl_cov_coef=1.0),
+                 "gspo": dict(clip_eps_low=3e-4, clip_eps_high=4e-4)}
+BASELINES = [["algorithm.baseline=mean", "algorithm.K=null"], [], ["algorithm.adv_mask=pos"],
+             ["algorithm.adv_mask=neg"]]
+
+
+@pytest.mark.parametrize("name", LOSS_SETTINGS)
+def test_every_loss_with_every_baseline_tis_and_aggregation(name):
+    for agg in loss.AGGREGATIONS:
+        for baseline in BASELINES:
+            args = (*baseline, "algorithm.tis_cap=2.0", f"algorithm.loss_agg={agg}")
+            if agg in loss.POLICY_LOSSES[name].aggregations:
+                assert loss_config(name, *args, **LOSS_SETTINGS[name]).algorithm.loss_agg == agg
+            else:
+                with pytest.raises(config.ConfigError, match=f"`algorithm.loss_agg` must be seq-mean-token-mean for "
+                                                             f"policy loss {name}, got {agg}"):
+                    loss_config(name, *args, **LOSS_SETTINGS[name])
+    missing = dict(LOSS_SETTINGS[name])
+    dropped = missing.popitem()[0]
+    with pytest.raises(config.ConfigError, match=f"`algorithm.{dropped}` must be set for policy loss {name}"):
+        loss_config(name, *([] if name != "gspo" else ["algorithm.loss_agg=seq-mean-token-mean"]), **missing)

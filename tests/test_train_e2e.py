@@ -89,3 +89,34 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path):
     wa = load_file(straight / "checkpoints" / "step_000004" / "model" / "model.safetensors")
     wb = load_file(killed / "checkpoints" / "step_000004" / "model" / "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def method_overrides(config_name: str) -> list[str]:
+    """The policy loss and its settings of a Table 2 config, as overrides of the tiny config."""
+    import config
+    import loss
+
+    algo = config.load(config_name).algorithm
+    value = lambda v: "null" if v is None else v  # noqa: E731
+    return [f"algorithm.{k}={value(getattr(algo, k))}" for k in ("policy_loss", "loss_agg", *loss.SETTINGS)]
+
+
+@pytest.mark.parametrize("method, own", [
+    ("qwen3_8b_clip_cov_qae.yaml", ["loss/cov_selected", "loss/cov_candidates", "loss/clip_frac_low"]),
+    ("qwen3_8b_kl_cov_qae.yaml", ["loss/cov_selected"]),
+    ("qwen3_30b_a3b_gspo_qae.yaml", ["loss/seq_clip_frac", "loss/seq_ratio_min", "loss/seq_ratio_max"]),
+])
+def test_each_table2_method_trains_the_tiny_task_and_logs_its_metrics(tmp_path, method, own):
+    if not (REPO / "configs" / method).exists():
+        pytest.skip(f"{method} is not shipped yet")
+    out = tmp_path / "run"
+    proc = subprocess.run(train_cmd(out, "trainer.total_steps=2", "eval.every=0", *method_overrides(method)),
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert all(k in r for k in own) and "loss/clip_frac_dual" not in r  # its own metrics, not clip-higher's
+        assert all(documented(k) for k in r) and r["optim/updates"] == 2
+    if "loss/cov_selected" in own and "kl_cov" in method:
+        assert all(r["loss/cov_selected"] > 0 for r in rows)  # KL-Cov always picks max(1, floor(k N)) >= 1 tokens
