@@ -206,13 +206,18 @@ def moe_blocks(path: str) -> list[str]:
     config = AutoConfig.from_pretrained(path)
     if config.model_type in MOE_BLOCKS:
         return [MOE_BLOCKS[config.model_type]]
-    experts = next((getattr(config, k) for k in EXPERT_COUNT_KEYS if getattr(config, k, None)), None)
+    experts = num_experts(config)
     if experts:
         raise ModelError(f"`{path}` is a mixture of experts (model type {config.model_type}, {experts} experts) "
                          "that this trainer has not been set up for: add its sparse block's class to "
                          "infra.model.MOE_BLOCKS, so that ZeRO-3 gathers and reduces each block as one leaf module "
                          "(docs/gpu.md, \"Mixture of experts\")")
     return []
+
+
+def num_experts(hf_config) -> int:
+    """The experts of each sparse block of an HF config; 0 for a dense model."""
+    return next((getattr(hf_config, k) for k in EXPERT_COUNT_KEYS if getattr(hf_config, k, None)), 0)
 
 
 def eos_token_ids(tokenizer, model) -> list[int]:

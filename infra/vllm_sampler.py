@@ -32,6 +32,12 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 9. A training engine starts on vLLM's dummy weights (`load_format="dummy"`), which the first sync overwrites.
 10. The first GAP_CHECKED_STEPS steps after a start stop the run when vLLM's log-probs are not the trainer's
    (`engine_gap_problem`, `rollout.logp_gap_max`); later steps warn.
+
+A mixture of experts (Qwen3-MoE) syncs as it is held: each block's two fused expert tensors, which vLLM loads whole
+(FUSED_EXPERTS, checked by name like the rest). On CUDA its engine runs vLLM's Triton MoE kernel (`moe_backend`),
+whose weights keep the checkpoint's layout, so loading into the live tensors is right (the FlashInfer kernels that
+vLLM 0.33 prefers off Hopper reorder them once at start). On a CPU the kernel repacks its experts, which vLLM's
+layerwise reload does not redo: `worker_load_weights` does (docs/gpu.md, "Mixture of experts").
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import sys
 
 import torch
 
-from infra.model import eos_token_ids
+from infra.model import eos_token_ids, num_experts
 
 
 class WeightSyncError(RuntimeError):
@@ -87,6 +93,7 @@ class VLLMSampler:
             enforce_eager=rollout_cfg.enforce_eager,
             logprobs_mode="processed_logprobs",  # choice 4
             logits_processors=[mask_padded_vocab(self.n_allowed)] if self.n_allowed < vocab else None,  # choice 1
+            moe_backend="triton" if num_experts(model.config) and not self.on_cpu else "auto",  # experts: see above
         )
         self.runner = self.llm.collective_rpc(worker_runner)[0]
         if rank == 0:
@@ -225,21 +232,37 @@ def recorded(weights, names: list[str]):
         yield name, tensor
 
 
+# A mixture of experts (Qwen3-MoE): transformers 5.19 holds each block's experts as two 3D tensors,
+# `experts.gate_up_proj` (E, 2I, H; gate rows first) and `experts.down_proj` (E, H, I). vLLM 0.32 and 0.33 load each
+# whole into the FusedMoE parameter of the same shape (RoutedExperts.load_weights' fused mapping: gate half -> w1, up
+# half -> w3), below the experts module (`experts.routed_experts.w13_weight` in both): HF tensor -> vLLM parameter.
+FUSED_EXPERTS = {"gate_up_proj": "w13_weight", "down_proj": "w2_weight"}
+
+
 def weight_name_problems(sent: list[str], params: list[str], loaded: list[str], packed: dict) -> str | None:
     """What a sync missed, in one line, or None (choice 8). `sent`: the HF names streamed; `params`: the engine's
     parameter names; `loaded`: those its load_weights reports loaded; `packed`: its packed_modules_mapping
     (a fused parameter -> the HF modules stacked in it). A fused parameter counts as loaded only if every
     module stacked in it was sent: load_weights reports qkv_proj loaded when k_proj and v_proj alone were.
+    An HF fused expert tensor targets vLLM's parameter of FUSED_EXPERTS under the same experts module.
 
     >>> packed = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
     >>> weight_name_problems(["a.q_proj.w", "a.k_proj.w", "a.v_proj.w"], ["a.qkv_proj.w"], ["a.qkv_proj.w"], packed)
     >>> weight_name_problems(["a.k_proj.w", "a.v_proj.w", "b.w"], ["a.qkv_proj.w"], ["a.qkv_proj.w"], packed)
     'missing: a.qkv_proj.w (q_proj); unexpected: b.w'
+    >>> moe = ["m.experts.routed_experts.w13_weight", "m.experts.routed_experts.w2_weight"]
+    >>> weight_name_problems(["m.experts.gate_up_proj", "m.experts.down_proj"], moe, moe, {})
+    >>> weight_name_problems(["m.experts.gate_up_proj"], moe, moe[:1], {})
+    'missing: m.experts.routed_experts.w2_weight'
     """
     fused_of = {module: fused for fused, modules in packed.items() for module in modules}
+    experts = {(name.split(".experts.")[0], name.rsplit(".", 1)[-1]): name for name in params  # (block, leaf) -> name
+               if ".experts." in name and name.rsplit(".", 1)[-1] in FUSED_EXPERTS.values()}
 
     def target(hf_name: str) -> tuple[str, str | None]:  # "a.q_proj.w" -> ("a.qkv_proj.w", "q_proj")
         *head, module, leaf = hf_name.split(".")
+        if module == "experts" and leaf in FUSED_EXPERTS:  # "m.experts.gate_up_proj" -> vLLM's "m.experts.*.w13_weight"
+            return experts.get((".".join(head), FUSED_EXPERTS[leaf]), hf_name), None
         return (".".join([*head, fused_of[module], leaf]), module) if module in fused_of else (hf_name, None)
 
     def slots(name: str) -> list[tuple[str, str | None]]:  # each stacked module of a fused parameter
@@ -278,6 +301,11 @@ def worker_load_weights(worker, weights, in_place_reload: bool) -> tuple[list[st
         if in_place_reload:
             finalize_layerwise_reload(model, worker.model_config)
             model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
+            for module in model.modules():  # a mixture of experts: the CPU kernel's repack, which a reload skips
+                experts = getattr(getattr(getattr(module, "quant_method", None), "moe_kernel", None), "fused_experts",
+                                  None)
+                if experts is not None:
+                    experts.process_weights_after_loading(module)
     return params, sorted(loaded), dict(getattr(model, "packed_modules_mapping", {}))
 
 
