@@ -9,6 +9,8 @@ vLLM's budget is a fraction of the card's total memory, counted over what its en
     training state per GPU, ZeRO-3 over W GPUs, N parameters of b bytes (b = 2 in bf16):
              = (b parameters + g gradient accumulation + 4 fp32 master + 8 Adam m, v) x N / W,
                g = 4 with deepspeed.grad_accum_fp32, else b
+    N counts every parameter the model holds (`model_size`): for a mixture of experts every expert, since all are
+    trained and all are in vLLM's copy (Qwen3-30B-A3B: 30.5B, of which 3.3B run per token; docs/gpu.md)
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
 1. `MARGIN` 3.5 GiB, `CONTEXT` 2 GiB and `REDUCE_BUCKET` 5e8 elements x b (DeepSpeed's default
