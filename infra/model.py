@@ -161,12 +161,19 @@ def load_tokenizer(path: str, chat_template: bool = False):
 
 
 def load_policy(model_cfg, path: str):
-    """The HF causal LM at `path` in `model.dtype`; under a ZeRO-3 accelerator it is partitioned as it loads."""
+    """The HF causal LM at `path` in `model.dtype`; under a ZeRO-3 accelerator it is partitioned as it loads.
+    ModelError if the checkpoint does not fill every weight: transformers would leave those at random initial values
+    with a warning (a block whose per-expert tensors are missing loads so, under ZeRO-3 or not)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=getattr(torch, model_cfg.dtype), attn_implementation=model_cfg.attn_implementation
-    )
+    model, info = AutoModelForCausalLM.from_pretrained(
+        path, dtype=getattr(torch, model_cfg.dtype), attn_implementation=model_cfg.attn_implementation,
+        output_loading_info=True)
+    unloaded = sorted(map(str, [*info["missing_keys"], *info["mismatched_keys"], *info["error_msgs"]]))
+    if unloaded:
+        raise ModelError(f"`{path}` does not fill every weight of its model ({len(unloaded)} not loaded: "
+                         f"{', '.join(unloaded[:3])}{' ...' if len(unloaded) > 3 else ''}); training would start "
+                         "them from random values: give a complete checkpoint")
     if model_cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model

@@ -47,8 +47,8 @@ def moe_dir(tmp_path_factory):
     return build(tmp_path_factory.mktemp("tiny_moe"))
 
 
-def twin(model_dir: Path, out: Path, mode: str, launch=LAUNCH) -> tuple[int, str]:
-    proc = subprocess.Popen([*launch, "tests/moe_twin.py", str(model_dir), str(out), mode], cwd=REPO, env=ENV,
+def twin(model_dir: Path, out: Path, mode: str, command=LAUNCH) -> tuple[int, str]:
+    proc = subprocess.Popen([*command, "tests/moe_twin.py", str(model_dir), str(out), mode], cwd=REPO, env=ENV,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=TIMEOUT)
@@ -117,6 +117,24 @@ def test_leaf_problem_names_each_way_the_setting_can_miss(moe_dir):
     dense = SimpleNamespace(module=torch.nn.Linear(2, 2), _config=engine([BLOCK])._config)
     assert "the model has no such module" in launch.leaf_problem(dense, [BLOCK])
     assert launch.leaf_problem(dense, []) is None
+
+
+def test_a_checkpoint_missing_a_blocks_experts_is_refused(moe_dir, tmp_path):
+    """transformers loads it with a warning and random experts there (under ZeRO-3 it reports the same two keys
+    missing: checked by hand); load_policy refuses it."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from infra.model import load_policy
+
+    broken = Path(shutil.copytree(moe_dir, tmp_path / "broken"))
+    kept = {k: v for k, v in load_file(broken / "model.safetensors").items()
+            if not k.startswith("model.layers.1.mlp.experts.")}
+    save_file(kept, broken / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelError, match=r"\(2 not loaded: model\.layers\.1\.mlp\.experts\.down_proj, "
+                                         r"model\.layers\.1\.mlp\.experts\.gate_up_proj\)"):
+        load_policy(config.load("tiny_qae.yaml").model, str(broken))
 
 
 def plain_update(moe_dir: Path) -> tuple[dict, dict, list[float]]:
@@ -196,7 +214,7 @@ def test_a_deepspeed_config_without_the_leaf_setting_stops_in_one_line(moe_dir, 
     """The project's setting removed (DeepSpeed's default list would still flag the block): the read-back in the
     accelerator's prepare refuses to train, in one line naming the fix. One ZeRO-3 process (`python train.py`'s
     form) is enough: every rank reads back its own engine."""
-    code, log = twin(moe_dir, tmp_path / "unset", "unset", launch=[sys.executable])
+    code, log = twin(moe_dir, tmp_path / "unset", "unset", command=[sys.executable])
     lines = [x for x in log.splitlines() if x.startswith("error: ")]
     assert code != 0 and len(lines) == 1, log[-3000:]
     assert "the model has 2 MoE blocks" in lines[0] and "names no leaf module" in lines[0]
