@@ -183,7 +183,7 @@ def clip_cov_priority(cov: torch.Tensor, uniform: torch.Tensor, clip_cov_lb: flo
 
 
 def kl_cov_priority(cov: torch.Tensor, uniform: torch.Tensor):
-    """KL-Cov's order: the largest covariance first (verl: torch.topk); ties go to the earlier token."""
+    """KL-Cov's order: the largest covariance first (verl: torch.topk), ties to the earlier token."""
     return -cov
 
 
@@ -213,9 +213,8 @@ class MiniBatchCounts:
 
 
 def token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts: MiniBatchCounts) -> torch.Tensor:
-    """w_i = 1 / (tokens in the mini-batch): every token weighs the same. verl's token-mean with a
-    global token count (newer verl; at the time of the paper verl averaged per micro-batch and
-    rescaled by micro/mini-batch size, which weighs tokens unequally when micro-batches differ).
+    """w_i = 1 / (tokens in the mini-batch): every token weighs the same. verl's token-mean with a global token count
+    (newer verl; at the paper's time verl averaged per micro-batch and rescaled, weighing tokens unequally).
 
     >>> token_mean_weights(torch.tensor([2., 4., 3.]), torch.tensor([6., 6., 3.]), MiniBatchCounts(9, 3, 2))
     tensor([0.1111, 0.1111, 0.1111])
@@ -225,9 +224,8 @@ def token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor, counts
 
 def group_token_mean_weights(lengths: torch.Tensor, group_tokens: torch.Tensor,
                              counts: MiniBatchCounts) -> torch.Tensor:
-    """w_i = 1 / (groups in the mini-batch * tokens of i's group): the paper's equation (copied from
-    DAPO's): Z = the total token count of the prompt's group of G responses, inside the mean over
-    prompts. A token of a group of short responses weighs more than one of a group of long ones.
+    """w_i = 1 / (groups in the mini-batch * tokens of i's group): the paper's (and DAPO's) equation, Z = the token
+    count of the prompt's group inside the mean over prompts: a token of short responses weighs more.
 
     >>> group_token_mean_weights(torch.tensor([2., 4., 3.]), torch.tensor([6., 6., 3.]), MiniBatchCounts(9, 3, 2))
     tensor([0.0833, 0.0833, 0.1667])
@@ -309,6 +307,11 @@ def settings_of(name: str) -> list[str]:
 def taking(fn: Callable, settings: dict) -> dict:
     """The settings `fn`'s parameters name."""
     return {k: v for k, v in settings.items() if k in inspect.signature(fn).parameters}
+
+
+def settings(algo) -> dict:
+    """The settings of config section `algo` (an AlgorithmConfig) that its policy loss takes."""
+    return {k: getattr(algo, k) for k in settings_of(algo.policy_loss)}
 
 
 def check_settings(name: str, settings: dict, loss_agg: str, key=lambda k: f"`{k}`") -> None:

@@ -12,8 +12,8 @@ Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; d
                 here, on the same weights; then the sampler sleeps.
   4. advantage: A = (r - b) / (std(r) + eps) per group, b = Quantile_K(r) for QAE (advantage.py)
   5. old log-probs: a no-grad pass over the responses no other pass covers (choice 10)
-  6. update:    per mini-batch, micro-batches with gradient accumulation of the clip-higher loss,
-                normalised over the whole mini-batch (loss.py); AdamW with clipping (5-6: `update`)
+  6. update:    per mini-batch, micro-batches with gradient accumulation of the policy loss (clip-higher, or
+                Table 2's others: loss.POLICY_LOSSES), normalised over the whole mini-batch; AdamW with clipping
   7. log (the first two steps after a start stop if vLLM is not the trainer: engine_gap_problem), checkpoint;
      a stop asked for from outside (SIGUSR1, SIGTERM, a STOP file: infra/stop.py) ends the run here, in a checkpoint
 
@@ -62,7 +62,7 @@ from config import ConfigError
 from eval import EvalError, load_eval_sets, periodic_eval
 from infra import checkpoint, data, gpu_memory
 from infra.data import DataError
-from infra.launch import check_hardware, check_launch, check_world, make_accelerator, report_timeouts, stop
+from infra.launch import check_hardware, check_launch, check_world, finish, make_accelerator, report_timeouts, stop
 from infra.logger import MetricsLogger, RankStep, StepTimes, combine, logprob_sums, loss_metrics, step_metrics
 from infra.model import ModelError, check_model, load_policy, load_tokenizer
 from infra.optim import make_optimizer
@@ -114,29 +114,30 @@ def update(cfg, accelerator, model, optimizer, scheduler, batch: Batch, adv: tor
     trainer, share = cfg.trainer, cfg.trainer.mini_batch_size // accelerator.num_processes * cfg.rollout.n
     entry, t0 = loss.POLICY_LOSSES[cfg.algorithm.policy_loss], time.perf_counter()
     todo = needs_old_pass(cfg, batch, adv, share, accelerator.num_processes,  # choice 10: saves the forward of the
-                          (trainer.seed, step, accelerator.process_index),  # first mini-batch and of most A = 0
-                          entry.reads_zero_adv, every=entry.priority is not None)
-    old = old_logprobs(cfg, accelerator, model, batch, todo)  # 5. sampling-time log-probs, no grad
+                          (trainer.seed, step, accelerator.process_index), entry.reads_zero_adv)  # first mini-batch
+    every = old_logprobs(cfg, accelerator, model, batch,  # 5. sampling-time log-probs, no grad; a covariance pick
+                         list(range(len(adv))) if entry.priority else todo)  # reads every response's
+    old = Logprobs({i: every.rows[i] for i in todo})  # the ratio's: the first mini-batch's from its own forward
     t1, minis, norms = time.perf_counter(), [], []
     model.train()
     for epoch in range(trainer.ppo_epochs):
         for start in range(0, len(adv), share):  # 6. a mini-batch of this rank's groups
-            mini = accumulate_gradients(cfg, accelerator, model, batch, adv, old, list(range(start, start + share)),
-                                        (trainer.seed, step, epoch, start // share))
+            idx, key = list(range(start, start + share)), (trainer.seed, step, epoch, start // share)
+            picks = pick_tokens(cfg, accelerator, adv, every, idx, key) if entry.priority else None
+            mini = accumulate_gradients(cfg, accelerator, model, batch, adv, old, idx, picks)
             norms.append(optimizer_step(cfg, accelerator, model, optimizer, scheduler))
             old, minis = old.merged(mini.fresh), minis + [mini]  # the first mini-batch's own, for later ones
-    return Update(minis, [n for n, _ in norms], sum(not applied for _, applied in norms), old, len(todo), t1 - t0,
-                  time.perf_counter() - t1)
+    return Update(minis, [n for n, _ in norms], sum(not applied for _, applied in norms), every.merged(old),
+                  len(every.rows), t1 - t0, time.perf_counter() - t1)
 
 
 def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logprobs, idx: list[int],
-                         key: tuple = ()) -> MiniBatch:
-    """Forward, loss.policy_loss and backward over the micro-batches of one mini-batch (responses `idx`; `key`
-    (seed, step, epoch, mini-batch) seeds a covariance selection's random keys)."""
-    algo, entry = cfg.algorithm, loss.POLICY_LOSSES[cfg.algorithm.policy_loss]
-    settings = {k: getattr(algo, k) for k in loss.settings_of(algo.policy_loss)}  # those the loss takes
+                         picks: tuple[dict, dict] | None = None) -> MiniBatch:
+    """Forward, loss.policy_loss and backward over the micro-batches of one mini-batch (responses `idx`), with the
+    tokens a covariance loss picked (`picks`, pick_tokens')."""
+    algo, (picked, report) = cfg.algorithm, picks or ({}, {})
+    entry = loss.POLICY_LOSSES[algo.policy_loss]
     weight_of, mini_tokens = loss_weights(cfg, accelerator, batch, idx)  # w_i over the whole mini-batch (choice 7)
-    picked, report = pick_tokens(cfg, accelerator, adv, old, idx, key, settings) if entry.priority else ({}, {})
     active = gradient_responses(cfg, adv, idx, entry.reads_zero_adv, picked)  # choice 1: skips the responses
     micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)  # with no gradient; choice 2: no padding
     passes = plan_passes(micro, accelerator, idx[0])  # choice 4: fillers, so ZeRO-3's collectives never hang
@@ -149,7 +150,7 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logpro
         selected = data.right_pad_float([picked[i].float() for i in p.ids])[0].to(logp.device) if picked else None
         policy_loss, metrics = loss.policy_loss(logp, old_logp, adv[p.ids].to(logp.device), mask,
                                                 torch.stack([weight_of[i] for i in p.ids]).to(logp.device),
-                                                is_weight, algo.policy_loss, selected, **settings)
+                                                is_weight, algo.policy_loss, selected, **loss.settings(algo))
         accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the last pass only
         accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' grads averaged
         reports += [metrics] if p.weight else []  # a filler's metrics are not the batch's
@@ -170,10 +171,11 @@ def old_logprobs(cfg, accelerator, model, batch: Batch, todo: list[int]) -> Logp
     return Logprobs({i: v for r in rows for i, v in r.rows.items()}, len(passes) - len(micro))
 
 
-def pick_tokens(cfg, accelerator, adv, old: Logprobs, idx: list[int], key: tuple, settings: dict) -> tuple[dict, dict]:
+def pick_tokens(cfg, accelerator, adv, old: Logprobs, idx: list[int], key: tuple) -> tuple[dict, dict]:
     """{response: picked (T,) bool} of the loss's covariance priority over mini-batch `idx` on every rank, from the
-    old log-probs of all its tokens, A = 0 ones included (loss.py says why); and its counts for the metrics."""
-    entry = loss.POLICY_LOSSES[cfg.algorithm.policy_loss]
+    old log-probs of all its tokens, A = 0 ones included (loss.py says why), and its counts for the metrics; `key`
+    (seed, step, epoch, mini-batch) seeds the random keys."""
+    entry, settings = loss.POLICY_LOSSES[cfg.algorithm.policy_loss], loss.settings(cfg.algorithm)
     tok = mini_batch_tokens(old, adv, idx, accelerator.process_index * len(idx), key, cfg.rollout.max_response_len)
     sums = torch.tensor([tok.adv.sum(), tok.logp.sum(), len(tok.adv)], dtype=torch.float64)  # over every rank:
     a_sum, logp_sum, N = accelerator.reduce(sums.to(accelerator.device), "sum").tolist()  # the whole mini-batch's
@@ -372,7 +374,7 @@ def main(argv=None) -> None:
                 tqdm.write(f"stopped after step {step} of {trainer.total_steps} ({asked}): checkpoint `{saved}` "
                            "written; continue with the same command and --resume", file=sys.stderr)
             break
-    finish(accelerator, logger, rollout_engine, stop_request)
+    finish(accelerator, stop_request, logger, rollout_engine)  # every rank prints "rank R: done" last
 
 
 def sync_weights(rollout_engine, hf_model, step: int) -> None:
@@ -381,18 +383,6 @@ def sync_weights(rollout_engine, hf_model, step: int) -> None:
         rollout_engine.sync_weights(hf_model)
     except WeightSyncError as e:
         stop(f"at step {step}: {e}", code=1)
-
-
-def finish(accelerator, logger, rollout_engine, stop_request: StopRequest) -> None:
-    stop_request.close(accelerator.is_main_process)
-    logger.close()
-    accelerator.wait_for_everyone()
-    rollout_engine.close()  # vLLM's process groups go while they exist, not at exit after the default one
-    accelerator.end_training()  # also tears down the process group
-    print(f"rank {accelerator.process_index}: done", file=sys.stderr, flush=True)  # tests check every rank's marker
-    if accelerator.num_processes > 1:
-        sys.stdout.flush()
-        os._exit(0)  # all files are closed; skip an interpreter teardown that can abort in DeepSpeed's comm threads
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ against the launch, before the model loads, with one collective timeout on every
     accelerator.prepare(...)                    # under ZeRO-3 also reads back the MoE leaf modules (below)
     report_timeouts(cfg)                        # after accelerator.prepare: the timeout each group holds
     init_process_groups(cfg)                    # eval.py: the same timeout, no DeepSpeed
+    finish(accelerator, stop_request, logger, engine)  # the end: files closed, then every process group
 
 `accelerate launch train.py --config qwen3_8b_qae.yaml` needs no launch config: the training
 YAML's `deepspeed` section is the one source of truth for DeepSpeed's settings. An accelerate
@@ -337,6 +338,19 @@ class CheckedAccelerator(Accelerator):
             if problem:  # a DeepSpeed engine whose MoE blocks are not leaves
                 stop(f"ZeRO-3 under DeepSpeed: {problem}", code=1)
         return prepared
+
+
+def finish(accelerator, stop_request, logger, rollout_engine) -> None:
+    """The end of a run on every rank: files closed, then the sampler's and accelerate's process groups, in order."""
+    stop_request.close(accelerator.is_main_process)
+    logger.close()
+    accelerator.wait_for_everyone()
+    rollout_engine.close()  # vLLM's process groups go while they exist, not at exit after the default one
+    accelerator.end_training()  # also tears down the process group
+    print(f"rank {accelerator.process_index}: done", file=sys.stderr, flush=True)  # tests check every rank's marker
+    if accelerator.num_processes > 1:
+        sys.stdout.flush()
+        os._exit(0)  # all files are closed; skip an interpreter teardown that can abort in DeepSpeed's comm threads
 
 
 def group_timeouts() -> dict[str, timedelta | None]:

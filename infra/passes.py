@@ -46,18 +46,18 @@ class Logprobs:
 
 
 def needs_old_pass(cfg, batch, adv: torch.Tensor, first: int, world: int = 1, key: tuple = (),
-                   reads_zero_adv: str = "no", every: bool = False) -> list[int]:
+                   reads_zero_adv: str = "no") -> list[int]:
     """The responses whose log-probs under the sampling-time policy no other pass provides (`trainer.reuse_logprobs`).
 
     Gradient passes need `old_logp`: the first mini-batch's own forward (its `first` responses) gives it
     (the policy has not moved yet); later mini-batches need it from before the first optimizer step.
     The metrics need log-prob and entropy: the HF sampler reports them for every response; with vLLM,
     the responses outside every gradient pass get a forward for them: a `logging.entropy_sample` of
-    them (entropy_sample, drawn with `key` out of this rank's share of a `world` of ranks). A loss whose
-    selection reads every response's old log-probs (`every`) gets them all, before the first mini-batch.
+    them (entropy_sample, drawn with `key` out of this rank's share of a `world` of ranks). `reads_zero_adv`:
+    what the loss reads of the A = 0 responses (gradient_responses).
     """
     everything = range(len(batch.response_ids))
-    if not cfg.trainer.reuse_logprobs or every:
+    if not cfg.trainer.reuse_logprobs:
         return list(everything)  # the plain way: one pass over every response
     in_grad = set(gradient_responses(cfg, adv, everything, reads_zero_adv))
     sample = [] if batch.policy_logp is not None else entropy_sample([i for i in everything if i not in in_grad],
@@ -68,12 +68,12 @@ def needs_old_pass(cfg, batch, adv: torch.Tensor, first: int, world: int = 1, ke
 def gradient_responses(cfg, adv: torch.Tensor, idx, reads_zero_adv: str = "no", picked: dict | None = None) -> list:
     """The responses of `idx` in gradient passes: those whose loss can have a gradient (`trainer.sparse_update`; all
     of them without). An A = 0 response's loss has none unless the loss reads A = 0 tokens (loss.POLICY_LOSSES'
-    reads_zero_adv: "all" of them, or the "selected" ones its priority `picked`); train.loss_weights keeps every
-    response in the normaliser's counts, so the update is exact."""
+    reads_zero_adv: "all" of them, or the "selected" ones its priority `picked`; before the pick, every response it
+    could pick); train.loss_weights keeps every response in the normaliser's counts, so the update is exact."""
     def needed(i) -> bool:
         if adv[i] != 0 or not cfg.trainer.sparse_update or reads_zero_adv == "all":
             return True
-        return reads_zero_adv == "selected" and picked is not None and bool(picked[i].any())
+        return reads_zero_adv == "selected" and (picked is None or bool(picked[i].any()))
 
     return [i for i in idx if needed(i)]
 

@@ -251,7 +251,7 @@ def test_the_pick_over_ranks_is_the_plain_pick(name, settings, world):
         mine = {i: old.rows[i] for i in idx}
         from infra.passes import Logprobs
 
-        return train.pick_tokens(cfg, accelerator, adv, Logprobs(mine), idx, key, settings)
+        return train.pick_tokens(cfg, accelerator, adv, Logprobs(mine), idx, key)
 
     results = Ranks(world).run(pick)
     got = torch.cat([torch.cat([p[i] for i in sorted(p)]) for p, _ in results])
@@ -291,13 +291,16 @@ def test_ties_and_fewer_tokens_than_n_on_a_rank():
 
 
 def update_gradient(cfg, model, batch, adv, old, idx):
-    """The flat gradient train.accumulate_gradients leaves for mini-batch `idx`, and the pick it made."""
+    """The flat gradient train.accumulate_gradients leaves for mini-batch `idx`, with the loss's picks if it has any."""
     from accelerate import Accelerator
 
     import train
 
     model.zero_grad()
-    train.accumulate_gradients(cfg, Accelerator(cpu=True), model, batch, adv, old, idx, key=(1, 1, 0, 0))
+    accelerator = Accelerator(cpu=True)
+    picks = train.pick_tokens(cfg, accelerator, adv, old, idx, (1, 1, 0, 0)) if loss.POLICY_LOSSES[
+        cfg.algorithm.policy_loss].priority else None
+    train.accumulate_gradients(cfg, accelerator, model, batch, adv, old, idx, picks)
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
@@ -340,8 +343,7 @@ def test_the_sparse_update_never_drops_a_token_the_loss_reads(tiny_update, name,
     if name == "kl-cov":  # the pick holds a token of an A = 0 response, or this test would prove nothing
         from accelerate import Accelerator
 
-        picked, _ = train.pick_tokens(sparse, Accelerator(cpu=True), adv, old, list(range(8)), (1, 1, 0, 0),
-                                      {k: getattr(sparse.algorithm, k) for k in loss.settings_of(name)})
+        picked, _ = train.pick_tokens(sparse, Accelerator(cpu=True), adv, old, list(range(8)), (1, 1, 0, 0))
         assert any(picked[i].any() for i in range(8) if adv[i] == 0)
     torch.testing.assert_close(update_gradient(sparse, model, batch, adv, old, list(range(8))),
                                update_gradient(dense, model, batch, adv, old, list(range(8))))
@@ -352,7 +354,7 @@ def test_the_sparse_update_never_drops_a_token_the_loss_reads(tiny_update, name,
                                   update_gradient(dense, model, batch, adv, old, list(range(8))))
 
 
-def test_a_covariance_loss_has_every_responses_old_logprobs_before_the_first_pass():
+def test_a_loss_that_reads_picked_a0_tokens_has_their_old_logprobs():
     from infra.passes import needs_old_pass
     from rollout import Batch
 
@@ -361,7 +363,10 @@ def test_a_covariance_loss_has_every_responses_old_logprobs_before_the_first_pas
                   torch.zeros(2, 4))
     adv = torch.tensor([1.0, 0, 0, 0, 0, -1.0, 0, 0])
     assert 0 not in needs_old_pass(cfg, batch, adv, first=4)  # clip-higher: the first mini-batch's own forward has it
-    assert needs_old_pass(cfg, batch, adv, first=4, every=True) == list(range(8))
+    # KL-Cov: any A = 0 response of a later mini-batch may be picked, so its ratio needs the sampling-time log-probs
+    # (the first mini-batch's ratios come from their own forward)
+    assert needs_old_pass(cfg, batch, adv, first=4, reads_zero_adv="selected") == [4, 5, 6, 7]
+    assert needs_old_pass(cfg, batch, adv, first=4) == [1, 2, 3, 4, 5, 6, 7]  # clip-higher: 5, and A = 0 for entropy
 
 
 # ----------------------------------------------------------------------------------------------

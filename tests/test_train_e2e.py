@@ -92,13 +92,14 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path):
 
 
 def method_overrides(config_name: str) -> list[str]:
-    """The policy loss and its settings of a Table 2 config, as overrides of the tiny config."""
-    import config
-    import loss
+    """The policy loss and its settings of a Table 2 config, as overrides of the tiny config (as
+    scripts/tiny_methods.py trains docs/tiny_methods.md's runs)."""
+    import importlib.util
 
-    algo = config.load(config_name).algorithm
-    value = lambda v: "null" if v is None else v  # noqa: E731
-    return [f"algorithm.{k}={value(getattr(algo, k))}" for k in ("policy_loss", "loss_agg", *loss.SETTINGS)]
+    spec = importlib.util.spec_from_file_location("tiny_methods", REPO / "scripts" / "tiny_methods.py")
+    tiny_methods = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tiny_methods)
+    return tiny_methods.policy_loss_overrides(config_name)
 
 
 @pytest.mark.parametrize("method, own", [

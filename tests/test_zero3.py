@@ -203,6 +203,25 @@ def test_sigusr1_to_one_rank_stops_both_in_a_checkpoint_and_the_resume_is_exact(
     assert comparable(read_metrics(root / "zero3" / "metrics.jsonl")) == comparable(read_metrics(out / "metrics.jsonl"))
 
 
+def test_two_zero3_ranks_pick_the_covariance_tokens_one_process_picks(tmp_path):
+    """KL-Cov over two ZeRO-3 ranks with real collectives: the mini-batch's sums all-reduced in float64, each rank's
+    n best tokens all-gathered (train.pick_tokens), the penalty's A = 0 responses kept in the gradient passes. Two
+    processes pick and train what one process does: a rank-local pick would take n tokens per rank."""
+    kl_cov = ["algorithm.policy_loss=kl-cov", "algorithm.clip_eps_low=null", "algorithm.clip_eps_high=null",
+              "algorithm.clip_c=null", "algorithm.kl_cov_ratio=0.02", "algorithm.kl_cov_coef=1.0",
+              "trainer.total_steps=1", "eval.every=0"]
+    code, log = run([sys.executable, "train.py"], tmp_path / "single", "deepspeed.zero_stage=0", *kl_cov)
+    assert code == 0, log[-3000:]
+    code, log = run([*LAUNCH, "train.py"], tmp_path / "zero3", "deepspeed.zero_stage=3", *kl_cov)
+    assert code == 0 and "rank 1: done" in log, log[-3000:]
+    (a,), (b,) = (comparable(read_metrics(tmp_path / d / "metrics.jsonl")) for d in ("single", "zero3"))
+    assert a["loss/cov_selected"] > 0 and a.keys() == b.keys()
+    for k in a:
+        assert b[k] == pytest.approx(a[k], rel=RTOL, abs=1e-6), k
+    wa, wb = weights(tmp_path / "single", 1), weights(tmp_path / "zero3", 1)
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-5
+
+
 def test_a_launch_config_that_disagrees_with_the_training_yaml_stops_with_one_line(tmp_path):
     code, out = run([*LAUNCH_FILE, "train.py"], tmp_path / "x", "deepspeed.zero_stage=0")
     assert code != 0
