@@ -395,3 +395,20 @@ def test_every_loss_with_every_baseline_tis_and_aggregation(name):
     dropped = missing.popitem()[0]
     with pytest.raises(config.ConfigError, match=f"`algorithm.{dropped}` must be set for policy loss {name}"):
         loss_config(name, *([] if name != "gspo" else ["algorithm.loss_agg=seq-mean-token-mean"]), **missing)
+
+
+@pytest.mark.parametrize("name", LOSS_SETTINGS)
+def test_tis_weights_scale_each_losss_tokens(name):
+    settings = {k: v for k, v in LOSS_SETTINGS[name].items() if k in loss.settings_of(name)}
+    selected = rows([1, 0, 0, 0, 1, 0]).bool()
+    weight = torch.full((3,), 1 / 6, dtype=torch.float64)
+    plain, _ = loss.policy_loss(LOGP, OLD, ADV, MASK, weight, None, name, selected, **settings)
+    ones, _ = loss.policy_loss(LOGP, OLD, ADV, MASK, weight, torch.ones(3, 3, dtype=torch.float64), name, selected,
+                               **settings)
+    is_weight = torch.ones(3, 3, dtype=torch.float64)
+    is_weight[0, 2] = 0.5  # the sampler gave this token more mass than the trainer: its term counts half
+    halved, _ = loss.policy_loss(LOGP, OLD, ADV, MASK, weight, is_weight, name, selected, **settings)
+    fn = loss.POLICY_LOSSES[name].terms
+    terms = fn(LOGP, OLD, ADV[:, None], MASK, selected, **loss.taking(fn, settings))[0]
+    assert torch.equal(plain, ones)
+    assert (plain - halved).item() == pytest.approx(0.5 * terms[0, 2].item() / 6)
