@@ -309,7 +309,7 @@ def taking(fn: Callable, settings: dict) -> dict:
     return {k: v for k, v in settings.items() if k in inspect.signature(fn).parameters}
 
 
-def settings(algo) -> dict:
+def settings_in(algo) -> dict:
     """The settings of config section `algo` (an AlgorithmConfig) that its policy loss takes."""
     return {k: getattr(algo, k) for k in settings_of(algo.policy_loss)}
 

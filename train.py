@@ -150,7 +150,7 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logpro
         selected = data.right_pad_float([picked[i].float() for i in p.ids])[0].to(logp.device) if picked else None
         policy_loss, metrics = loss.policy_loss(logp, old_logp, adv[p.ids].to(logp.device), mask,
                                                 torch.stack([weight_of[i] for i in p.ids]).to(logp.device),
-                                                is_weight, algo.policy_loss, selected, **loss.settings(algo))
+                                                is_weight, algo.policy_loss, selected, **loss.settings_in(algo))
         accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the last pass only
         accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' grads averaged
         reports += [metrics] if p.weight else []  # a filler's metrics are not the batch's
@@ -175,7 +175,7 @@ def pick_tokens(cfg, accelerator, adv, old: Logprobs, idx: list[int], key: tuple
     """{response: picked (T,) bool} of the loss's covariance priority over mini-batch `idx` on every rank, from the
     old log-probs of all its tokens, A = 0 ones included (loss.py says why), and its counts for the metrics; `key`
     (seed, step, epoch, mini-batch) seeds the random keys."""
-    entry, settings = loss.POLICY_LOSSES[cfg.algorithm.policy_loss], loss.settings(cfg.algorithm)
+    entry, settings = loss.POLICY_LOSSES[cfg.algorithm.policy_loss], loss.settings_in(cfg.algorithm)
     tok = mini_batch_tokens(old, adv, idx, accelerator.process_index * len(idx), key, cfg.rollout.max_response_len)
     sums = torch.tensor([tok.adv.sum(), tok.logp.sum(), len(tok.adv)], dtype=torch.float64)  # over every rank:
     a_sum, logp_sum, N = accelerator.reduce(sums.to(accelerator.device), "sum").tolist()  # the whole mini-batch's
