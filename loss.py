@@ -17,6 +17,8 @@ under the sampling temperature (infra/logprobs.py). The QAE paper stacks its bas
     kl-cov       the same paper: -A*rho, no clip; the max(1, floor(k * N)) tokens of largest cov_t add beta*|log rho|
     gspo         Zheng et al. 2025 (arXiv 2507.18071, section 4): the sequence ratio s_i = exp(mean_t log rho_it)
                  clipped per sequence, -min(s_i A_i, clip(s_i, 1 - eps_low, 1 + eps_high) A_i), a mean per sequence
+The settings' values come from the methods' authors (the Table 2 configs name each source: verl's defaults, the
+Entropy-Mechanism 7B scripts, verl's GSPO recipe); docs/algorithm.md section 1.8 maps each loss to its tests.
 Each entry says what it needs: its settings, the aggregations it admits, whether an A = 0 token can have a gradient
 (train.py's sparse update asks) and the mini-batch statistic it selects tokens by.
 
@@ -307,11 +309,6 @@ def settings_of(name: str) -> list[str]:
 def taking(fn: Callable, settings: dict) -> dict:
     """The settings `fn`'s parameters name."""
     return {k: v for k, v in settings.items() if k in inspect.signature(fn).parameters}
-
-
-def settings_in(algo) -> dict:
-    """The settings of config section `algo` (an AlgorithmConfig) that its policy loss takes."""
-    return {k: getattr(algo, k) for k in settings_of(algo.policy_loss)}
 
 
 def check_settings(name: str, settings: dict, loss_agg: str, key=lambda k: f"`{k}`") -> None:

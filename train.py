@@ -136,7 +136,8 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logpro
     """Forward, loss.policy_loss and backward over the micro-batches of one mini-batch (responses `idx`), with the
     tokens a covariance loss picked (`picks`, pick_tokens')."""
     algo, (picked, report) = cfg.algorithm, picks or ({}, {})
-    entry = loss.POLICY_LOSSES[algo.policy_loss]
+    entry, settings = loss.POLICY_LOSSES[algo.policy_loss], {k: getattr(algo, k) for k in loss.settings_of(
+        algo.policy_loss)}  # those the loss takes
     weight_of, mini_tokens = loss_weights(cfg, accelerator, batch, idx)  # w_i over the whole mini-batch (choice 7)
     active = gradient_responses(cfg, adv, idx, entry.reads_zero_adv, picked)  # choice 1: skips the responses
     micro = micro_batches(batch, active, cfg.trainer.micro_batch_max_tokens)  # with no gradient; choice 2: no padding
@@ -150,7 +151,7 @@ def accumulate_gradients(cfg, accelerator, model, batch: Batch, adv, old: Logpro
         selected = data.right_pad_float([picked[i].float() for i in p.ids])[0].to(logp.device) if picked else None
         policy_loss, metrics = loss.policy_loss(logp, old_logp, adv[p.ids].to(logp.device), mask,
                                                 torch.stack([weight_of[i] for i in p.ids]).to(logp.device),
-                                                is_weight, algo.policy_loss, selected, **loss.settings_in(algo))
+                                                is_weight, algo.policy_loss, selected, **settings)
         accelerator.sync_gradients = k == len(passes) - 1  # DeepSpeed: reduce and step at the last pass only
         accelerator.backward(policy_loss * p.weight * accelerator.num_processes)  # choice 7: ranks' grads averaged
         reports += [metrics] if p.weight else []  # a filler's metrics are not the batch's
@@ -175,7 +176,8 @@ def pick_tokens(cfg, accelerator, adv, old: Logprobs, idx: list[int], key: tuple
     """{response: picked (T,) bool} of the loss's covariance priority over mini-batch `idx` on every rank, from the
     old log-probs of all its tokens, A = 0 ones included (loss.py says why), and its counts for the metrics; `key`
     (seed, step, epoch, mini-batch) seeds the random keys."""
-    entry, settings = loss.POLICY_LOSSES[cfg.algorithm.policy_loss], loss.settings_in(cfg.algorithm)
+    entry, algo = loss.POLICY_LOSSES[cfg.algorithm.policy_loss], cfg.algorithm
+    settings = {k: getattr(algo, k) for k in loss.settings_of(algo.policy_loss)}  # those the loss takes
     tok = mini_batch_tokens(old, adv, idx, accelerator.process_index * len(idx), key, cfg.rollout.max_response_len)
     sums = torch.tensor([tok.adv.sum(), tok.logp.sum(), len(tok.adv)], dtype=torch.float64)  # over every rank:
     a_sum, logp_sum, N = accelerator.reduce(sums.to(accelerator.device), "sum").tolist()  # the whole mini-batch's
