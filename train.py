@@ -1,6 +1,6 @@
 """DAPO + Quantile Advantage Estimation: the training loop, read top to bottom.
 
-    python train.py --config tiny_qae.yaml                    # CPU, tiny model, minutes
+    python train.py --config tiny_qae.yaml                    # CPU, tiny model, ~25 s on 2 idle cores
     accelerate launch train.py --config qwen3_8b_qae.yaml     # GPUs: DeepSpeed ZeRO-3 from the config
 
 Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; docs/algorithm.md maps each line):
