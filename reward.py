@@ -1,15 +1,17 @@
-r"""Reward: +1.0 if a response's final answer equals the gold, else -1.0, in one of two modes.
+r"""Reward: each response's verdict (is its final answer the gold?) and score, by the entry of the REWARDS
+registry that `reward.mode` names. Two entries ship, both DAPO's +1.0 if correct, else -1.0.
 
     score(response, gold, mode="verify", truncated=False) -> RewardResult(acc, score, pred, timeout)
     score_batch(responses, golds, *, timeout_s=2.0, workers=None, mode="verify", truncated=None)
                                                     -> list[RewardResult]     # time-bounded
+    bounded_verdict(pred, gold) -> bool     # the math check an entry calls; bounded under score_batch
     overlong_penalty(len, max_len, buffer_len, factor) -> float in [-factor, 0]   # DAPO shaping
     shaped_rewards(responses, golds, lengths, truncated, reward_cfg, max_response_len)
                                                     -> ShapedRewards   # one step's: score + penalty, acc
 
 DAPO's reward (the DAPO paper, arXiv 2503.14476, section 2.4 "rule-based reward modeling", and
 its recipe in verl, `verl/utils/reward_score/math_dapo.py`) takes the last `Answer: ...` line of
-the last 300 characters, normalises it and compares strings. Two modes (docs/reward.md compares
+the last 300 characters, normalises it and compares strings. The two entries (docs/reward.md compares
 them on the benchmark golds):
 
     mode="dapo"    exactly verl's compute_score: same acc, score and pred on every string input
@@ -26,12 +28,15 @@ them on the benchmark golds):
     >>> [score("Answer: 0.5", r"\frac{1}{2}", mode=m).score for m in ("verify", "dapo")]
     [1.0, -1.0]
 
-Files: this one holds score and score_batch, which dispatch both modes, the overlong shaping, and
-shaped_rewards, the training step's one call: every response's verdict, score, penalty and reward.
-The verify mode's internals are in verifier/: extract.py finds the final answer (choice 1),
-normalize.py strips formatting, verdict.py decides (choices 2 and 3: string work first, then
-parse.py, with tokens.py and values.py, parses and equal.py compares), pool.py bounds the time
-and memory of each check (choice 4).
+A fork adds a reward with one function and one REWARDS entry (README, "Forking: a new reward"); the
+contract an entry keeps is written beside the registry.
+
+Files: this one holds the entries and their registry, score and score_batch, which call an entry, the
+overlong shaping, and shaped_rewards, the training step's one call: every response's verdict, score,
+penalty and reward. The verify mode's internals are in verifier/: extract.py finds the final answer
+(choice 1), normalize.py strips formatting, verdict.py decides (choices 2 and 3: string work first, then
+parse.py, with tokens.py and values.py, parses and equal.py compares), pool.py bounds the time and
+memory of each check (choice 4).
 
 Of the choices below, 1-7 are mode="verify"'s (5-7 its departures from verl's DAPO reward and from
 Math-Verify 0.9.0) and 8 holds in both modes.
@@ -56,109 +61,177 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import numbers
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 from verifier import pool
 from verifier.dapo import dapo_verdict
 from verifier.extract import TAIL_CHARS, extract_answer  # noqa: F401 - choice 1, re-exported
-from verifier.verdict import fast_verdict, gold_text, verdict
-
-MODES = ("verify", "dapo")
+from verifier.verdict import fast_verdict, gold_text, sympy_verdict
 
 
 @dataclass(frozen=True)
 class RewardResult:
-    acc: bool  # the final answer equals the gold
-    score: float  # +1.0 if acc else -1.0 (DAPO)
+    acc: bool  # the entry's verdict: the final answer is correct
+    score: float  # the entry's score (+1.0 if acc else -1.0 in both shipped modes)
     pred: str | None  # the final answer (verify: None if there is none or on timeout;
     #                   dapo: verl's normalised prediction, "[INVALID]" if there is none)
-    timeout: bool = False  # score_batch killed the check at timeout_s (counted, scored -1)
+    timeout: bool = False  # score_batch killed a check at timeout_s (counted; the check is unequal)
 
 
-def _result(acc: bool, pred: str | None, timeout: bool = False) -> RewardResult:
-    return RewardResult(acc=acc, score=1.0 if acc else -1.0, pred=pred, timeout=timeout)
+# ----------------------------------------------------------------------------------------------
+# The math check an entry calls: string work here, the sympy path bounded under score_batch (choice 4)
+# ----------------------------------------------------------------------------------------------
 
 
-def score_verify(response: str, ground_truth: str, truncated: bool = False) -> RewardResult:
-    """mode="verify": the reward of one response (choices 1-4), in this process; a truncated response
-    (cut at the length limit) is never read from its closing sentence. Never raises."""
+class _NotChecked(BaseException):
+    """Raised by bounded_verdict inside score_batch for a (pred, gold) pair the pool has not checked yet:
+    score_batch sends the pair to the pool and calls the entry again. A BaseException, so that an entry's
+    own `except Exception` (score_verify's) does not take it for a bad input."""
+
+    def __init__(self, pair: tuple[str, str]):
+        self.pair = pair
+
+
+@dataclass
+class _PoolVerdicts:
+    """What score_batch knows while it calls entries: the pool's verdicts by (pred, gold), None for a
+    check killed at timeout_s, and whether the entry being called read such a check."""
+
+    known: dict[tuple[str, str], bool | None] = field(default_factory=dict)
+    timed_out: bool = False
+
+
+_IN_BATCH: ContextVar[_PoolVerdicts | None] = ContextVar("reward_in_batch", default=None)  # set by score_batch
+
+
+def bounded_verdict(pred: str, gold: str) -> bool:
+    """Whether the extracted answer `pred` equals the gold (verifier/verdict.py), for any entry. The string
+    work (choices 2 and 3) runs here; the sympy path runs here under score(), and under score_batch in
+    verifier/pool.py's killable workers, where a check killed at timeout_s is unequal (choice 4)."""
+    gold = gold_text(gold)
+    fast = fast_verdict(pred, gold)
+    batch = _IN_BATCH.get()
+    if fast is not None or batch is None:
+        return fast if fast is not None else sympy_verdict(pred, gold)
+    if (pred, gold) not in batch.known:
+        raise _NotChecked((pred, gold))
+    batch.timed_out |= batch.known[(pred, gold)] is None
+    return bool(batch.known[(pred, gold)])
+
+
+# ----------------------------------------------------------------------------------------------
+# The entries: mode="verify" (verifier/) and mode="dapo" (verifier/dapo.py)
+# ----------------------------------------------------------------------------------------------
+
+
+def score_verify(response: str, ground_truth: str, truncated: bool = False) -> tuple[bool, float, str | None]:
+    """mode="verify" (choices 1-4): the final answer (verifier/extract.py) equal to the gold (bounded_verdict);
+    a truncated response (cut at the length limit) is never read from its closing sentence. Never raises."""
     try:
         pred = extract_answer(response, truncated)
-        if pred is None:
-            return _result(False, None)
-        return _result(verdict(pred, ground_truth), pred)
+        ok = pred is not None and bounded_verdict(pred, ground_truth)
     except Exception:  # noqa: BLE001 - an unforeseen input is an incorrect answer, not a crash
-        return _result(False, None)
+        return False, -1.0, None
+    return ok, 1.0 if ok else -1.0, pred
+
+
+def score_dapo(response: str, ground_truth: str, truncated: bool = False) -> tuple[bool, float, str | None]:
+    """mode="dapo": verl's compute_score (verifier/dapo.py), which reads no `truncated`; the gold is read as
+    text, as in verify mode. String work on 300 characters, never the pool. Never raises (dapo_verdict)."""
+    ok, pred = dapo_verdict(response, gold_text(ground_truth))
+    return ok, 1.0 if ok else -1.0, pred
+
+
+# The registry score and score_batch look a mode up in: name -> entry(response, gold, truncated) returning
+# (verdict, score), or (verdict, score, pred) to show the answer it read (eval.py's generations.jsonl; else None).
+#   verdict  a bool, True when the answer is correct. The step relies on it being binary and meaning "correct":
+#            dynamic sampling (rollout.dynamic_sampling_keep) drops a group whose verdicts all agree, and the POS /
+#            NEG masks (advantage.masked_baseline) split a group into its correct and incorrect responses and
+#            its prompt into hard or easy by them.
+#   score    the scalar the advantage sees, plus the overlong penalty (shaped_rewards): +1 / -1 here. The
+#            baseline of `algorithm.quantile_of: verdict` is taken over the scores: QAE's exact gate needs a
+#            score that is a function of the verdict, higher when correct.
+# An entry runs in the trainer's process: string work on a capped tail, model text never executed. Its math
+# check goes through bounded_verdict, which score_batch runs in verifier/pool.py's killable, memory-capped
+# workers (they run verifier.verdict.sympy_verdict on (pred, gold) strings, never the entry: nothing is
+# pickled, so an entry needs no importable name). An entry is a pure function of its inputs: score_batch
+# calls it again once the pool has answered. It never raises on string input; an error is a bug, and stops.
+REWARDS: dict[str, Callable[[str, str, bool], tuple]] = {"verify": score_verify, "dapo": score_dapo}
+
+
+def check_mode(mode: str, key: str = "config key `reward.mode`") -> None:
+    """Raises ValueError naming `key` and the registered modes unless `mode` is one (config.py, eval.py)."""
+    if not isinstance(mode, str) or mode not in REWARDS:
+        raise ValueError(f"{key} must be one of {sorted(REWARDS)}, got {mode!r} (the names in reward.REWARDS)")
+
+
+def held_to_contract(mode: str, out) -> tuple[bool, float, str | None]:
+    """An entry's return value as (verdict, score, pred), or TypeError naming the entry and what it broke."""
+    if not isinstance(out, tuple) or len(out) not in (2, 3):
+        raise TypeError(f"reward entry {mode!r} must return (verdict, score) or (verdict, score, pred), got {out!r}")
+    verdict, value, pred = (*out, None)[:3]
+    if not isinstance(verdict, bool):
+        raise TypeError(f"reward entry {mode!r} returned the verdict {verdict!r}; it must be a bool (True: correct)")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise TypeError(f"reward entry {mode!r} returned the score {value!r}; it must be a finite number")
+    return verdict, float(value), pred
 
 
 # ----------------------------------------------------------------------------------------------
-# mode="dapo": verl's DAPO reward (verifier/dapo.py)
+# The public API: score and score_batch, for any mode
 # ----------------------------------------------------------------------------------------------
-
-
-def score_dapo(response: str, ground_truth: str) -> RewardResult:
-    """mode="dapo": verl's compute_score (verifier/dapo.py); the gold is read as text, as in verify
-    mode. Never raises (verifier.dapo.dapo_verdict)."""
-    return _result(*dapo_verdict(response, gold_text(ground_truth)))
-
-
-# ----------------------------------------------------------------------------------------------
-# The public API: score and score_batch, for either mode
-# ----------------------------------------------------------------------------------------------
-
-
-def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"reward mode must be one of {MODES} (config key `reward.mode`), "
-                         f"got {mode!r}")
 
 
 def score(response: str, ground_truth: str, mode: str = "verify", truncated: bool = False) -> RewardResult:
-    """The reward of one response, in this process (verify mode: no timeout; use score_batch
-    for untrusted text at scale); truncated: the response hit the length limit (rollout.Rollout.truncated).
-    Never raises on its inputs; raises ValueError on a bad mode."""
-    _check_mode(mode)
-    if mode == "dapo":
-        return score_dapo(response, ground_truth)
-    return score_verify(response, ground_truth, truncated)
+    """The reward of one response, in this process (no timeout on the math check; use score_batch for
+    untrusted text at scale); truncated: the response hit the length limit (rollout.Rollout.truncated).
+    Never raises on its inputs; raises ValueError on an unknown mode, TypeError on an entry's bad return."""
+    check_mode(mode)
+    return RewardResult(*held_to_contract(mode, REWARDS[mode](response, ground_truth, truncated)))
 
 
 def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: float = 2.0,
                 workers: int | None = None, mode: str = "verify",
                 truncated: list[bool] | None = None) -> list[RewardResult]:
-    """score() for each pair (truncated: one flag per response, default none truncated). mode="dapo"
-    is string work on 300 characters: it runs here.
-
-    mode="verify": extraction and the integer/text paths run here (string work on a capped
-    tail); the rest goes to verifier/pool.py's `workers` processes (default min(4, CPUs)), each
-    check bounded by timeout_s. An item whose worker overruns scores -1 with pred=None and
-    timeout=True. Never raises on string input.
+    """score() for each pair (truncated: one flag per response, default none truncated), with every math
+    check bounded: the entry runs here (string work), and each (pred, gold) pair its bounded_verdict cannot
+    decide by string work goes to verifier/pool.py's `workers` processes (default min(4, CPUs)), each check
+    killed at timeout_s; then the entry is called again with the pool's answers. An item whose check was
+    killed has timeout=True and pred=None, the check counting as unequal (-1 in the shipped modes). A mode
+    that makes no such check (dapo) starts no pool. Never raises on string input.
     """
-    _check_mode(mode)
+    check_mode(mode)
     if len(responses) != len(ground_truths):
         raise ValueError(f"score_batch needs one ground truth per response, got "
                          f"{len(responses)} responses and {len(ground_truths)} ground truths")
     if truncated is not None and len(truncated) != len(responses):
         raise ValueError(f"score_batch needs one truncated flag per response, got {len(truncated)} flags "
                          f"for {len(responses)} responses")
-    if mode == "dapo":
-        return [score_dapo(r, g) for r, g in zip(responses, ground_truths)]
-    cut = truncated or [False] * len(responses)
+    cut, entry, batch = truncated or [False] * len(responses), REWARDS[mode], _PoolVerdicts()
     results: list[RewardResult | None] = [None] * len(responses)
-    preds: list[str | None] = [None] * len(responses)
-    jobs: dict[int, tuple[str, str]] = {}
-    for i, (response, gold) in enumerate(zip(responses, ground_truths)):
-        try:
-            preds[i], gold = extract_answer(response, cut[i]), gold_text(gold)
-            fast = None if preds[i] is None else fast_verdict(preds[i], gold)
-        except Exception:  # noqa: BLE001 - a non-string input is an incorrect answer
-            preds[i], fast = None, False
-        if preds[i] is None or fast is not None:
-            results[i] = _result(bool(fast), preds[i])
-        else:
-            jobs[i] = (preds[i], gold)  # choice 4: the sympy path, in a killable worker
-    for i, ok in pool.run_checks(jobs, timeout_s, workers).items():
-        results[i] = _result(False, None, True) if ok is None else _result(ok, preds[i])
+    todo = list(range(len(responses)))
+    token = _IN_BATCH.set(batch)
+    try:
+        while todo:  # a round per check an entry makes in turn: one round for verify
+            waiting: dict[int, tuple[str, str]] = {}  # item -> the pair its entry needs from the pool
+            for i in todo:
+                batch.timed_out = False
+                try:
+                    verdict, value, pred = held_to_contract(mode, entry(responses[i], ground_truths[i], cut[i]))
+                except _NotChecked as need:
+                    waiting[i] = need.pair
+                    continue
+                results[i] = RewardResult(verdict, value, None if batch.timed_out else pred, batch.timed_out)
+            pairs = list(dict.fromkeys(waiting.values()))  # each distinct pair checked once
+            answers = pool.run_checks(dict(enumerate(pairs)), timeout_s, workers)  # choice 4: killable workers
+            batch.known.update({pair: answers.get(k) for k, pair in enumerate(pairs)})  # missing: not checked
+            todo = list(waiting)
+    finally:
+        _IN_BATCH.reset(token)
     return results  # type: ignore[return-value]
 
 
