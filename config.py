@@ -114,8 +114,8 @@ class RolloutConfig:
 
 @dataclass
 class RewardConfig:
-    mode: Literal["verify", "dapo"] = "verify"
-    """verify: boxed or `Answer:`, equal mathematically; dapo: exactly verl's DAPO reward (docs/reward.md)."""
+    mode: str = "verify"
+    """A name in reward.REWARDS: verify (boxed or `Answer:`, equal mathematically), dapo (verl's exactly), a fork's."""
     timeout_s: float = 2.0
     """Wall-clock bound per verified answer, enforced in a worker process."""
     workers: int | None = None
@@ -296,6 +296,7 @@ def from_dict(data: dict | None, overrides: list[str] = (), origin: dict | None 
     cfg = build(Config, data, origin)
     check_advantage_settings(cfg.algorithm)
     check_loss_settings(cfg.algorithm)
+    check_reward_settings(cfg.reward)
     return validate(cfg)
 
 
@@ -325,6 +326,16 @@ def check_loss_settings(algo: AlgorithmConfig) -> None:
     try:
         loss.check_settings(algo.policy_loss, {k: getattr(algo, k) for k in loss.SETTINGS}, algo.loss_agg,
                             key=lambda k: f"config key `algorithm.{k}`")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_reward_settings(reward_cfg: RewardConfig) -> None:
+    """The reward's mode, checked against reward.py's registry (an entry a fork appends there is valid)."""
+    import reward  # its registry of rewards names the valid `reward.mode` values
+
+    try:
+        reward.check_mode(reward_cfg.mode)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
