@@ -227,8 +227,9 @@ def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: fl
                     continue
                 results[i] = RewardResult(verdict, value, None if batch.timed_out else pred, batch.timed_out)
             pairs = list(dict.fromkeys(waiting.values()))  # each distinct pair checked once
-            answers = pool.run_checks(dict(enumerate(pairs)), timeout_s, workers)  # choice 4: killable workers
-            batch.known.update({pair: answers.get(k) for k, pair in enumerate(pairs)})  # missing: not checked
+            if pairs:
+                answers = pool.run_checks(dict(enumerate(pairs)), timeout_s, workers)  # choice 4: killable workers
+                batch.known.update({pair: answers.get(k) for k, pair in enumerate(pairs)})  # missing: not checked
             todo = list(waiting)
     finally:
         _IN_BATCH.reset(token)
