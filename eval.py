@@ -9,12 +9,14 @@ samplers and verifier.
         rollout.gpu_memory_utilization=0.8
     accelerate launch --num_processes 8 eval.py --config qwen3_8b_qae.yaml --model ...   # problems split over GPUs
     python eval.py --rescore runs/qae/eval/step_000300/generations.jsonl                  # score again, no sampling
+    python eval.py --rescore runs/qae/eval/step_000300/generations.jsonl --reward-mode dapo   # with another reward
 
-For each problem of a benchmark, n responses are sampled and verified (reward.score_batch).
+For each problem of a benchmark, n responses are sampled and verified (reward.score_batch) by the
+reward.REWARDS entry `--reward-mode` names: verify unless asked, whatever `reward.mode` training used.
 infra/evalsets.py reads the benchmarks, turns the verdicts into pass@1 and unbiased pass@k (its
 docstring gives the estimator) and writes `--out`: results.json (every number next to the
-sampling settings it was measured under), results.md and generations.jsonl (every response with
-its extracted answer and verdict, which `--rescore` reads back).
+sampling settings it was measured under and the `reward_mode` it was scored with), results.md and
+generations.jsonl (every response with its extracted answer and verdict, which `--rescore` reads back).
 
 Inside training, with the engine train.py already holds (call engine.sync_weights(model) first,
 as before a rollout):
@@ -142,24 +144,25 @@ def sample_shard(engine, tokenizer, problems: list[Problem], indices: list[int],
     return records
 
 
-def score_records(records: list[dict], timeout_s: float = 2.0, workers: int | None = None) -> list[dict]:
-    """Records with the verifier's extracted answer, verdict and timeout flag (reward.py's `verify` mode, choice 6)."""
+def score_records(records: list[dict], timeout_s: float = 2.0, workers: int | None = None,
+                  reward_mode: str = "verify") -> list[dict]:
+    """Records with the extracted answer, verdict and timeout flag of reward.py's `reward_mode` (verify: choice 6)."""
     results = reward.score_batch([r["response"] for r in records], [r["answer"] for r in records],
-                                 timeout_s=timeout_s, workers=workers, mode="verify",
+                                 timeout_s=timeout_s, workers=workers, mode=reward_mode,
                                  truncated=[bool(r.get("truncated", False)) for r in records])
     return [{**r, "pred": res.pred, "acc": res.acc, "timeout": res.timeout} for r, res in zip(records, results)]
 
 
 def run_benchmark(engine, tokenizer, problems: list[Problem], n: int, seed: int, temperature: float, top_p: float,
                   max_tokens: int | None, batch_size: int = 64, accelerator=None, timeout_s: float = 2.0,
-                  workers: int | None = None, desc: str = "eval") -> list[dict]:
+                  workers: int | None = None, desc: str = "eval", reward_mode: str = "verify") -> list[dict]:
     """Sample and score this rank's share of the problems; every rank returns all records, in order."""
     rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
     indices, real = shard(len(problems), rank, world)
     with sampling_settings(engine, temperature, top_p, max_tokens):
         records = sample_shard(engine, tokenizer, problems, indices, real, n, seed, batch_size, desc,
                                progress=rank == 0)
-    records = score_records(records, timeout_s, workers)
+    records = score_records(records, timeout_s, workers, reward_mode)
     if world > 1:
         from accelerate.utils import gather_object
 
@@ -169,14 +172,15 @@ def run_benchmark(engine, tokenizer, problems: list[Problem], n: int, seed: int,
 
 def evaluate(engine, tokenizer, problems: list[Problem], n: int, seed: int, temperature: float = 0.7,
              top_p: float = 1.0, max_tokens: int | None = None, ks: list[int] | None = None, batch_size: int = 64,
-             accelerator=None, timeout_s: float = 2.0, workers: int | None = None) -> dict[str, float]:
-    """pass@k, mean length, truncation and the sampling settings of one benchmark, with a built
+             accelerator=None, timeout_s: float = 2.0, workers: int | None = None,
+             reward_mode: str = "verify") -> dict[str, float | str]:
+    """pass@k, mean length, truncation, the sampling settings and the reward mode of one benchmark, with a built
     rollout engine whose weights are synced (max_tokens None = the engine's max_response_len)."""
     records = run_benchmark(engine, tokenizer, problems, n, seed, temperature, top_p, max_tokens, batch_size,
-                            accelerator, timeout_s, workers)
+                            accelerator, timeout_s, workers, reward_mode=reward_mode)
     metrics, _ = summarize(records, ks)
     return metrics | {"temperature": temperature, "top_p": top_p, "top_k": engine.cfg.top_k,
-                      "max_tokens": max_tokens or engine.cfg.max_response_len}
+                      "max_tokens": max_tokens or engine.cfg.max_response_len, "reward_mode": reward_mode}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,10 +244,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, help="max response tokens (default: the config's eval.max_tokens, "
                                                   "else rollout.max_response_len)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reward-mode", default="verify", help="the reward.REWARDS entry that scores the answers "
+                                                            "(default verify, whatever the config's reward.mode)")
     p.add_argument("--batch-size", type=int, default=64, help="problems per generate call")
     p.add_argument("--out", help="output folder (default: runs/X/eval/step_N for a checkpoint, else runs/eval/<model>)")
     p.add_argument("--rescore", metavar="GENERATIONS_JSONL", help="score a generations.jsonl again, without sampling")
     args = p.parse_args(argv)
+    try:
+        reward.check_mode(args.reward_mode, key="--reward-mode")
+    except ValueError as e:
+        p.error(str(e))
     args.benchmarks = split_names(args.benchmarks) if args.benchmarks else None  # "aime24,amc23" too
     return args
 
@@ -298,6 +308,7 @@ def resolve_args(args: argparse.Namespace, cfg: config.Config) -> tuple[argparse
                            (e.max_tokens, "config key `eval.max_tokens`"),
                            (cfg.rollout.max_response_len, "config key `rollout.max_response_len`")),
         "seed": args.seed,
+        "reward_mode": args.reward_mode,  # the answers' scorer, next to the sampling settings
     }
     checks = [  # (setting, value, valid, what it must be)
         ("n", run.n, run.n >= 1, ">= 1"),
@@ -321,12 +332,12 @@ def rescore(args: argparse.Namespace) -> None:
     records, settings = read_generations(path)
     benchmarks = {}
     for name, rows in records.items():  # in (problem, sample) order, as written
-        records[name] = score_records(rows)
-        benchmarks[name] = benchmark_result(records[name], args.k, settings[name])
+        records[name] = score_records(rows, reward_mode=args.reward_mode)
+        benchmarks[name] = benchmark_result(records[name], args.k, settings[name] | {"reward_mode": args.reward_mode})
     models = sorted({s["model"] for s in settings.values()})
     results = {"model": ", ".join(models), "rescored_from": str(path), "benchmarks": benchmarks}
     write_outputs(Path(args.out) if args.out else path.parent, results, records)
-    print(markdown_table(results["model"], benchmarks), end="")
+    print(markdown_table(results["model"], benchmarks) + f"answers scored by reward mode `{args.reward_mode}`")
 
 
 def main(argv=None) -> None:
@@ -366,7 +377,7 @@ def main(argv=None) -> None:
     for name, probs in problems.items():
         records[name] = run_benchmark(engine, tokenizer, probs, run.n, run.seed, settings["temperature"],
                                       settings["top_p"], settings["max_tokens"], run.batch_size, accelerator,
-                                      cfg.reward.timeout_s, cfg.reward.workers, desc=name)
+                                      cfg.reward.timeout_s, cfg.reward.workers, desc=name, reward_mode=run.reward_mode)
         benchmarks[name] = benchmark_result(records[name], run.k, settings)
     if accelerator.is_main_process:
         results = {"model": settings["model"], "backend": cfg.rollout.backend,
@@ -374,7 +385,7 @@ def main(argv=None) -> None:
                    "benchmarks": benchmarks}
         out = Path(run.out) if run.out else default_out(settings["model"])
         write_outputs(out, results, records)
-        print(markdown_table(settings["model"], benchmarks), end="")
+        print(markdown_table(settings["model"], benchmarks) + f"answers scored by reward mode `{run.reward_mode}`")
         print(f"wrote {out}/results.json, results.md, generations.jsonl", file=sys.stderr)
 
 

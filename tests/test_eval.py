@@ -195,7 +195,8 @@ def test_eval_writes_sane_results_and_every_generation(eval_run):
         assert (g["pred"], g["acc"]) == (verdict.pred, verdict.acc)
     for name, b in results["benchmarks"].items():
         m, s = b["metrics"], b["settings"]
-        assert (s["temperature"], s["top_p"], s["max_tokens"], m["n"], m["num_problems"]) == (0.7, 1.0, 16, 4, 2)
+        assert (s["temperature"], s["top_p"], s["max_tokens"], s["reward_mode"], m["n"], m["num_problems"]) == (
+            0.7, 1.0, 16, "verify", 4, 2)  # scored in verify mode unless --reward-mode names another
         assert 0.0 <= m["pass@1"] <= m["pass@2"] <= m["pass@4"] <= 1.0
         mine = [g for g in generations if g["benchmark"] == name]
         assert m["pass@1"] == pytest.approx(sum(g["acc"] for g in mine) / len(mine))
@@ -237,7 +238,7 @@ def test_evaluate_with_a_training_engine(tmp_path):
     kwargs = dict(n=2, seed=3, temperature=1.0, top_p=0.7, max_tokens=12)
     metrics = ev.evaluate(engine, tokenizer, problems, **kwargs)
     assert set(metrics) >= {"pass@1", "pass@2", "len_mean", "truncated_frac", "num_problems", "temperature", "top_p",
-                            "max_tokens"}
+                            "max_tokens", "reward_mode"} and metrics["reward_mode"] == "verify"
     assert ((metrics["temperature"], metrics["top_p"], metrics["max_tokens"], metrics["num_problems"])
             == (1.0, 0.7, 12, 3))
     assert (engine.cfg.temperature == cfg.rollout.temperature
@@ -297,6 +298,7 @@ def test_settings_come_from_the_config_unless_a_flag_or_preset_is_given():
     assert resolved(["--sampling", "verl"], cfg)[3:5] == (1.0, 0.7)  # the preset over eval.temperature / eval.top_p
     assert resolved(["--sampling", "paper"], cfg)[3:5] == (0.7, 1.0)
     assert resolved(["--sampling", "verl", "--top-p", "0.95"], cfg)[3:5] == (1.0, 0.95)  # a flag over the preset
+    assert ev.resolve_args(ev.parse_args(["--reward-mode", "dapo"]), cfg)[1]["reward_mode"] == "dapo"
     defaults = config.from_dict({})  # config.py's defaults are the paper's protocol
     assert resolved([], defaults) == (["aime24", "aime25", "amc23"], 32, None, 0.7, 1.0,
                                       defaults.rollout.max_response_len)
@@ -338,6 +340,7 @@ def test_eval_runs_with_the_config_eval_section_and_flags_override_it(tmp_path):
     (["--benchmarks", "aime24", "--n", "4", "--k", "8"], "--k 8 is impossible with --n 4"),
     (["--benchmarks", "missing.jsonl"], "benchmark file `missing.jsonl` not found"),
     (["--benchmarks", "aime24", "--top-p", "0"], "--top-p must be in (0, 1]"),
+    (["--reward-mode", "strict"], "--reward-mode must be one of ['dapo', 'verify'], got 'strict'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(extra, message, capsys):
     with pytest.raises(SystemExit) as e:
