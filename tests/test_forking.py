@@ -1,13 +1,21 @@
-"""The README's "Forking" example stays true: its code, config and test blocks, run as written.
+"""The README's "Forking" recipes stay true: each block, run exactly as printed, does what its section says.
 
-The code block is executed into a copy of advantage.py's namespace with a private copy of the
-BASELINES registry (so nothing leaks into other tests); the config block must load through the
-real config loader (its `base:` resolves in configs/) and validate against that registry, and its
-K must reach the baseline through compute_advantages; the test block is then run. The example must
-stay small: under 30 lines of code and config.
+A new baseline: the code block is pasted into advantage.py's source where the README says (right after the BASELINES
+registry) and the whole file run as a fresh module, so a block that only works elsewhere fails here; its registry
+replaces advantage.BASELINES for the test. The config block must open on what it does (tests/test_repo.py's rule for
+configs/), load through the real config loader (its `base:` resolves in configs/) and validate against that registry,
+and its K must reach the baseline through compute_advantages; the test block is then run. The example must stay small:
+under 30 lines of code and config.
+
+A new loss term and a new reward: each block is executed into a copy of loss.py's / reward.py's namespace with private
+copies of the registries (so nothing leaks into other tests), as a fork appends it to the file, then driven through
+the code that uses it. Deliberately broken blocks must fail the same checks.
 """
 
+import ast
+import json
 import re
+import types
 from pathlib import Path
 
 import pytest
@@ -15,29 +23,53 @@ import torch
 
 import advantage
 import config
+import test_repo
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def forking_blocks() -> dict[str, str]:
-    """The fenced code blocks of the README's Forking section, by language."""
+def section_blocks(title: str) -> tuple[str, list[tuple[str, str]]]:
+    """The text of the README section `## {title}` and its fenced code blocks as (language, text)."""
     text = (REPO / "README.md").read_text()
-    section = text.split("## Forking", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
-    assert [lang for lang, _ in blocks] == ["python", "yaml", "python"], "the Forking section lost a block"
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return section, re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
+
+
+def forking_blocks() -> dict[str, str]:
+    """The fenced code blocks of the README's new-baseline section, by role."""
+    _, blocks = section_blocks("Forking: a new baseline, end to end")
+    assert [lang for lang, _ in blocks] == ["python", "yaml", "python"], "the new-baseline recipe lost a block"
     return {"code": blocks[0][1], "config": blocks[1][1], "test": blocks[2][1]}
 
 
+def paste_into_advantage(block: str, after_registry: bool = True) -> dict:
+    """advantage.py's source with `block` pasted right after the BASELINES registry (or, after_registry=False, right
+    before it, next to the baseline functions), run as a fresh module: its namespace."""
+    source = (REPO / "advantage.py").read_text()
+    (registry,) = [node for node in ast.parse(source).body  # `BASELINES: dict[...] = {...}`
+                   if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "BASELINES"]
+    lines = source.splitlines(keepends=True)
+    at = registry.end_lineno if after_registry else registry.lineno - 1
+    module = types.ModuleType("advantage_with_the_readme_block")
+    exec(compile("".join(lines[:at]) + "\n\n" + block + "\n\n" + "".join(lines[at:]), "advantage.py", "exec"),
+         module.__dict__)
+    return module.__dict__
+
+
 def test_the_readme_forking_example_runs_as_written(monkeypatch, tmp_path):
+    section, _ = section_blocks("Forking: a new baseline, end to end")
+    assert "right after the `BASELINES` registry" in section  # where the README says to paste it: as pasted here
     blocks = forking_blocks()
-    monkeypatch.setattr(advantage, "BASELINES", dict(advantage.BASELINES))  # the README's entry goes here
-    namespace = dict(vars(advantage))
-    exec(blocks["code"], namespace)  # 1. the new baseline, as a fork would add it to advantage.py
+    forked = paste_into_advantage(blocks["code"])  # 1. the new baseline, where a fork adds it to advantage.py
+    monkeypatch.setattr(advantage, "BASELINES", forked["BASELINES"])  # the README's entry is there
     assert advantage.settings_of("lower_mean") == ["K"]  # a baseline that takes K
 
-    path = tmp_path / "tiny_lower_mean.yaml"  # 2. the variant config, through the real loader
+    path = tmp_path / "configs" / "tiny_lower_mean.yaml"  # 2. the variant config, as a file of configs/
+    path.parent.mkdir()
     path.write_text(blocks["config"])
-    cfg = config.load(str(path))
+    monkeypatch.setattr(test_repo, "REPO", tmp_path)
+    test_repo.test_every_script_bench_and_config_opens_on_what_it_does()  # it opens on what it does
+    cfg = config.load(str(path))  # through the real loader
     algo = cfg.algorithm
     assert algo.baseline == "lower_mean" and algo.K == 0.5 and cfg.trainer.train_batch_size == 16
 
@@ -57,9 +89,22 @@ def test_the_readme_forking_example_runs_as_written(monkeypatch, tmp_path):
 
     counts = {key: sum(1 for line in block.splitlines() if line.strip()) for key, block in blocks.items()}
     assert counts["code"] + counts["config"] < 30
-    readme = (REPO / "README.md").read_text()
     assert (f"That is {counts['code']} lines of code, {counts['config']} of config "
-            f"and a {counts['test']}-line test") in readme
+            f"and a {counts['test']}-line test") in section
+
+
+def test_the_baseline_checks_fail_on_a_misplaced_block_or_an_unlabelled_config(monkeypatch, tmp_path):
+    """Pasted next to the baseline functions, above the registry, the block cannot register (NameError); a config
+    without its opening comment fails the configs/ layout rule."""
+    blocks = forking_blocks()
+    with pytest.raises(NameError, match="BASELINES"):
+        paste_into_advantage(blocks["code"], after_registry=False)
+    (tmp_path / "configs").mkdir()
+    unlabelled = "".join(line for line in blocks["config"].splitlines(keepends=True) if not line.startswith("#"))
+    (tmp_path / "configs" / "tiny_lower_mean.yaml").write_text(unlabelled)
+    monkeypatch.setattr(test_repo, "REPO", tmp_path)
+    with pytest.raises(AssertionError, match="does not open on what it does"):
+        test_repo.test_every_script_bench_and_config_opens_on_what_it_does()
 
 
 def test_without_the_entry_the_config_names_the_registered_baselines():
@@ -119,3 +164,77 @@ def test_the_readme_loss_metric_recipe_edits_loss_py_only(monkeypatch, tiny_poli
     logged = loss_metrics([mini.losses], loss.METRICS, names, mini.mini_tokens, updates=1)
     assert logged["loss/kl_k2"] == pytest.approx(0.5 * 0.2**2, rel=1e-4)  # every token's log-ratio is 0.2
     assert documented("loss/kl_k2")
+
+
+# ----------------------------------------------------------------------------------------------
+# A new reward: one reward.REWARDS entry appended to reward.py, chosen by `reward.mode`
+# ----------------------------------------------------------------------------------------------
+
+
+def reward_recipe() -> tuple[str, str]:
+    """The README's new-reward block and the mode its text selects (`reward.mode=NAME`)."""
+    section, blocks = section_blocks("Forking: a new reward")
+    assert [lang for lang, _ in blocks] == ["python"], "the new-reward recipe lost its block"
+    (mode,) = set(re.findall(r"`reward\.mode=([\w.-]+)`", section))
+    return blocks[0][1], mode
+
+
+def check_reward_recipe(block: str, mode: str, monkeypatch, tmp_path) -> list[tuple]:
+    """The block appended to (a copy of) reward.py, then the mode through the config loader, the training step's call
+    (shaped_rewards -> score_batch, whose math checks go to the worker pool) and eval.py's --reward-mode. Returns the
+    pairs the pool was asked."""
+    import eval as ev
+    import reward
+    from infra.evalsets import benchmark_result, write_outputs
+    from verifier import pool
+
+    namespace = dict(vars(reward)) | {"REWARDS": dict(reward.REWARDS)}
+    exec(block, namespace)  # as a fork appends it to reward.py
+    monkeypatch.setattr(reward, "REWARDS", namespace["REWARDS"])
+    cfg = config.from_dict({}, [f"reward.mode={mode}", "reward.overlong_buffer_len=0"])  # 1. the config
+    assert cfg.reward.mode == mode
+
+    asked, run_checks = [], pool.run_checks  # 2. the training step's call; the pool's jobs recorded
+    monkeypatch.setattr(pool, "run_checks", lambda jobs, *args: asked.extend(jobs.values()) or run_checks(jobs, *args))
+    responses = ["3 + 0 = 3.\nAnswer: 3", r"So it is $\boxed{3}$.", "Answer: 3\nI hope it is correct.", "Answer: 4",
+                 "Half of it.\nAnswer: 0.5"]
+    golds = ["3", "3", "3", "3", r"\frac{1}{2}"]
+    shaped = reward.shaped_rewards(responses, golds, [9] * 5, [False] * 5, cfg.reward, max_response_len=10)
+    assert shaped.acc == [True, False, False, False, True] and shaped.score == [1.0, -1.0, -1.0, -1.0, 1.0]
+    assert [r.acc for r in reward.score_batch(responses, golds)] == [True, True, True, False, True]  # verify's
+
+    rows = [{"problem_index": i, "problem_id": f"p{i}", "sample": 0, "answer": g, "response": r, "len": 9,
+             "truncated": False, "pred": None, "acc": False, "timeout": False}
+            for i, (r, g) in enumerate(zip(responses, golds))]  # 3. eval.py's flag, on saved generations
+    write_outputs(tmp_path / "saved", {"model": "m", "benchmarks": {"b": benchmark_result(rows, [1], {
+        "model": "m", "temperature": 0.7, "top_p": 1.0, "top_k": -1, "max_tokens": 10, "seed": 0})}}, {"b": rows})
+    assert ev.resolve_args(ev.parse_args(["--reward-mode", mode]), cfg)[1]["reward_mode"] == mode
+    ev.main(["--rescore", str(tmp_path / "saved" / "generations.jsonl"), "--reward-mode", mode, "--out",
+             str(tmp_path / "rescored")])
+    (bench,) = json.loads((tmp_path / "rescored" / "results.json").read_text())["benchmarks"].values()
+    assert bench["settings"]["reward_mode"] == mode and [p["correct"] for p in bench["problems"]] == [1, 0, 0, 0, 1]
+    return asked
+
+
+def test_the_readme_reward_recipe_runs_as_written(monkeypatch, tmp_path, capsys):
+    block, mode = reward_recipe()
+    asked = check_reward_recipe(block, mode, monkeypatch, tmp_path)
+    assert ("0.5", r"\frac{1}{2}") in asked  # the sympy check went to the killable workers
+    assert capsys.readouterr().out.rstrip().endswith(f"answers scored by reward mode `{mode}`")
+    lines = sum(1 for line in block.splitlines() if line.strip())
+    assert lines <= 15, f"the new-reward recipe is {lines} lines; keep it short"
+
+
+@pytest.mark.parametrize("broken, fails_with, match", [
+    (lambda b, mode: re.sub(r"(.*)\n\n\n(REWARDS\[.*)", r"\2\n\n\n\1", b, flags=re.S), NameError,  # registered first
+     "is not defined"),
+    (lambda b, mode: b.replace("return ok, ", "return "), TypeError, "returned the verdict 1.0"),  # no verdict
+    (lambda b, mode: b.replace("return ok, ", "return int(ok), "), TypeError, "verdict 1; it must be a bool"),
+    (lambda b, mode: b.replace(f'REWARDS["{mode}"]', 'REWARDS["another-name"]'), config.ConfigError,  # not selectable
+     r"`reward.mode` must be one of \['another-name', 'dapo', 'verify'\]"),
+])
+def test_a_broken_reward_recipe_fails_the_same_checks(monkeypatch, tmp_path, broken, fails_with, match):
+    block, mode = reward_recipe()
+    assert broken(block, mode) != block, "the README block changed; update the broken variants"
+    with pytest.raises(fails_with, match=match):
+        check_reward_recipe(broken(block, mode), mode, monkeypatch, tmp_path)
