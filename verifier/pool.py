@@ -2,11 +2,11 @@
 
     run_checks({i: (pred, gold)}, timeout_s, workers) -> {i: True / False, or None on a timeout}
 
-reward.score_batch (verify mode) sends here every answer that its string-only paths cannot
-decide; each worker answers with verifier.verdict.sympy_verdict(pred, gold) (CHECK). The bound on
-a check is a process boundary: a worker that overruns timeout_s is killed and replaced, and each
-worker runs under an address-space limit, so no answer can hang or exhaust the trainer. Nothing
-here knows about math; a test can drive the pool with a stand-in worker.
+reward.score_batch sends here every answer that reward.bounded_verdict's string work cannot decide,
+whichever reward entry asked; each worker answers with verifier.verdict.sympy_verdict(pred, gold)
+(CHECK). The bound on a check is a process boundary: a worker that overruns timeout_s is killed and
+replaced, and each worker runs under an address-space limit, so no answer can hang or exhaust the
+trainer. Nothing here knows about math; a test can drive the pool with a stand-in worker.
 
 Each choice below is repeated at its line.
 
