@@ -237,7 +237,7 @@ def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: fl
 
 
 # ----------------------------------------------------------------------------------------------
-# Overlong reward shaping (DAPO paper section 3.4), added to either mode's score
+# Overlong reward shaping (DAPO paper section 3.4), added to any mode's score
 # ----------------------------------------------------------------------------------------------
 
 
@@ -269,7 +269,7 @@ class ShapedRewards:
     """Per response, in order: the verdict, its score, the overlong penalty and their sum."""
 
     acc: list[bool]  # the verifier's verdict
-    score: list[float]  # +1 / -1
+    score: list[float]  # the entry's score: +1 / -1 in the shipped modes
     penalty: list[float]  # DAPO's overlong penalty, in [-factor, 0]; 0 when the shaping is off
     reward: list[float]  # the shaped reward: score + penalty (DAPO section 3.4)
     timeouts: int  # verifications that overran reward_cfg.timeout_s (scored -1)
