@@ -5,11 +5,11 @@ samplers and verifier.
     python eval.py --config tiny_qae.yaml --n 8 eval.limit=null                           # flags and overrides win
     python eval.py --model runs/tiny_qae/checkpoints/step_000040/model \
         --benchmarks aime24,amc23 --n 4                                                   # its run's config.yaml
-    python eval.py --config qwen3_8b_qae.yaml --model runs/qae/checkpoints/step_000300/model \
+    python eval.py --config qwen3_8b_qae.yaml --model runs/qwen3_8b_qae/checkpoints/step_000300/model \
         rollout.gpu_memory_utilization=0.8
     accelerate launch --num_processes 8 eval.py --config qwen3_8b_qae.yaml --model ...   # problems split over GPUs
-    python eval.py --rescore runs/qae/eval/step_000300/generations.jsonl                  # score again, no sampling
-    python eval.py --rescore runs/qae/eval/step_000300/generations.jsonl --reward-mode dapo   # with another reward
+    python eval.py --rescore runs/qwen3_8b_qae/eval/step_000300/generations.jsonl          # score again, no sampling
+    python eval.py --rescore runs/qwen3_8b_qae/eval/step_000300/generations.jsonl --reward-mode dapo   # another reward
 
 For each problem of a benchmark, n responses are sampled and verified (reward.score_batch) by the
 reward.REWARDS entry `--reward-mode` names: verify unless asked, whatever `reward.mode` training used.
@@ -34,7 +34,7 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
    timeout counts as incorrect and is counted in `timeouts`.
 5. Evaluation swaps its own sampling settings into `engine.cfg` and restores the training ones after
    (sampling_settings).
-6. Answers are verified in reward.py's `verify` mode whatever `reward.mode` training uses (score_records).
+6. Answers are scored by the reward `--reward-mode` names, verify by default, whatever `reward.mode` training uses.
 7. With vLLM the engine reads the checkpoint itself: this process builds no copy of the weights (`policy_shell`).
 8. Every process group waits `trainer.collective_timeout_min`, the training key (infra.launch.init_process_groups).
 """

@@ -95,3 +95,23 @@ def test_the_name_check_can_fail():
     assert cited_problems("`loss.no_such_loss`") == ["loss.no_such_loss: loss has no `no_such_loss`"]
     assert cited_problems("`benchmarks.pass_at_k`")[0].startswith("benchmarks.pass_at_k: `benchmarks` is no module")
     assert cited_problems("`infra.passes.gone`") == ["infra.passes.gone: infra.passes has no `gone`"]
+
+
+RUN_PATH = re.compile(r"runs/([A-Za-z0-9_.-]+)/(?:checkpoints|eval)\b")
+
+
+def run_path_problems(text: str, written: set[str]) -> list[str]:
+    """`runs/NAME/checkpoints` or `runs/NAME/eval` whose NAME no shipped config writes (`X` is a placeholder)."""
+    return sorted({m.group(0) for m in RUN_PATH.finditer(text) if m.group(1) not in written | {"X"}})
+
+
+def test_every_run_folder_an_example_names_is_one_a_shipped_config_writes():
+    import subprocess
+
+    written = {Path(config.load(p.name).trainer.output_dir).name for p in (REPO / "configs").glob("*.yaml")}
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    examples = [name for name in tracked if name.endswith((".py", ".md", ".sh")) and not name.startswith("tests/")]
+    found = {name: problems for name in examples if (problems := run_path_problems((REPO / name).read_text(), written))}
+    assert not found, f"examples name run folders no shipped config writes: {found}"
+    assert run_path_problems("eval.py --model runs/qae/checkpoints/step_000300/model", written) == [
+        "runs/qae/checkpoints"]  # the check can fail
