@@ -220,3 +220,22 @@ def test_no_file_cites_another_files_choice_by_number():
     hits = [f"{name}: {m.group(0)}" for name in tracked if name.endswith((".py", ".md", ".yaml", ".sh"))
             for m in CHOICE_REFERENCE.finditer((REPO / name).read_text())]
     assert not hits, "choices cited by number across files:\n" + "\n".join(hits)
+
+
+def test_the_cpu_torch_comes_from_pytorchs_index_before_the_demo_set():
+    """requirements-torch-cpu.txt names PyTorch's CPU index by its https address, as its only index, for the same
+    torch build requirements-cpu.txt pins (which PyPI lacks, so that file alone stops instead of pulling CUDA torch);
+    scripts/setup.sh installs it first, alone, without dependencies; no requirement file names a local folder."""
+    torch_cpu = (REPO / "requirements-torch-cpu.txt").read_text().splitlines()
+    assert "--index-url https://download.pytorch.org/whl/cpu" in torch_cpu
+    pins = {n: [x.split("#")[0].strip() for x in (REPO / n).read_text().splitlines() if x.startswith("torch==")]
+            for n in ("requirements-torch-cpu.txt", "requirements-cpu.txt")}
+    assert pins["requirements-torch-cpu.txt"] == pins["requirements-cpu.txt"] == ["torch==2.13.0+cpu"]
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    first, rest = setup.index("--no-deps -r requirements-torch-cpu.txt"), setup.index('pip install "${sets[@]}"')
+    assert first < rest
+    for path in REPO.glob("requirements*.txt"):
+        local = re.search(r"(?<![\w/])/(opt|tmp|home|root|work)/", path.read_text())
+        assert not local, f"{path.name} names a folder of some machine: {local.group(0)}"
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "setup.sh"), "all"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: say what to set up")
