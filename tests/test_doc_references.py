@@ -1,9 +1,10 @@
 """Every place that sends a reader to a part of a doc finds it there. In every tracked .py, .md, .yaml and .sh file:
-`docs/X.md, "Name"` (also `docs/X.md "Name"`, `docs/X.md ("Name")`, `[docs/X.md](X.md), "Name"`, and `... "Name" and
-"Other"`) names a heading of docs/X.md, whole or up to its qualifier (`"Qwen3-14B"` names "Qwen3-14B (configs/...)",
-`"Mixture of experts"` names "Mixture of experts: Qwen3-30B-A3B (...)"); `docs/X.md section 5.1` names a numbered
-heading; `docs/X.md note 2` an item of the doc's "Notes:" list; and a Markdown link `](#anchor)` or `](X.md#anchor)`
-an anchor GitHub makes from a heading of that file. A citation split over lines of a comment or a docstring counts."""
+`docs/<doc>.md, "Name"` (also `docs/<doc>.md "Name"`, `docs/<doc>.md ("Name")`, `[docs/<doc>.md](<doc>.md), "Name"`
+and `... "Name" and "Other"`) names a heading of that doc, whole or up to its qualifier (`"Qwen3-14B"` names
+"Qwen3-14B (configs/...)", `"Mixture of experts"` names "Mixture of experts: Qwen3-30B-A3B (...)");
+`docs/<doc>.md section 5.1` names a numbered heading; `docs/<doc>.md note 2` an item of the doc's "Notes:" list; and
+a Markdown link `](#anchor)` or `](<doc>.md#anchor)` an anchor GitHub makes from a heading of that file. A citation
+split over lines of a comment or a docstring counts. (Examples here say <doc>, so that this file cites nothing.)"""
 
 import re
 import subprocess
