@@ -192,3 +192,14 @@ def test_the_command_line_prints_no_traceback(tmp_path):
 
 def test_docstring_examples():
     assert doctest.testmod(report).failed == 0
+
+
+def test_every_row_names_a_shipped_config_of_its_model_and_method():
+    import config
+
+    methods = {"Clip-Higher (DAPO)": "clip-higher", "Clip-Cov": "clip-cov", "KL-Cov": "kl-cov", "GSPO": "gspo"}
+    for above, row in zip((None, *report.ROWS), report.ROWS):
+        cfg = config.load(f"{row.config}.yaml")  # it exists and loads
+        method = methods[row.method] if row.method != "+ QAE" else methods[above.method]
+        assert cfg.algorithm.policy_loss == method and cfg.model.name_or_path == f"Qwen/{row.model}"
+        assert cfg.algorithm.baseline == ("quantile" if row.method == "+ QAE" else "mean")
