@@ -261,7 +261,9 @@ def load_state(path: Path, accelerator, optimizer, scheduler) -> dict:
     else:
         optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    safe_state.set_rng_state(mine["rng"])
+    note = safe_state.set_rng_state(mine["rng"])
+    if note and accelerator.is_main_process:
+        print(f"resume: {note}", file=sys.stderr)
     return state
 
 

@@ -16,6 +16,8 @@ Choices:
    (`plain_zero_state`); loading sets them on the live optimizer's own scaler (`zero_state_for`).
 3. Nothing is allow-listed beyond torch's defaults: an earlier version's file (numpy arrays, DeepSpeed
    objects) is refused with the command that converts it once (`scripts/convert_checkpoint.py`).
+4. CUDA generators are restored by the device a process trains on when it sees another number of devices than the
+   saver (`set_rng_state`), not by index: restoring by index fails where fewer devices are visible.
 """
 
 from __future__ import annotations
@@ -119,11 +121,12 @@ def save(obj, file: Path, what: str) -> None:
 
 
 def rng_state() -> dict:
-    """Every RNG this process draws from: python's, numpy's (choice 1) and torch's (and CUDA's)."""
+    """Every RNG this process draws from: python's, numpy's (choice 1), torch's, and each visible CUDA device's with
+    the one it trains on (`cuda_device`)."""
     state = {"python": random.getstate(), "numpy": plain_numpy_state(np.random.get_state()),
              "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"], state["cuda_device"] = torch.cuda.get_rng_state_all(), torch.cuda.current_device()
     return state
 
 
@@ -133,13 +136,27 @@ def plain_numpy_state(state: tuple) -> tuple:
     return name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)
 
 
-def set_rng_state(state: dict) -> None:
+def set_rng_state(state: dict) -> str | None:
+    """Restore rng_state's RNGs. A process that sees as many CUDA devices as the saver gets every device's state
+    back; one that sees another number (an 8-GPU node's checkpoint resumed where each task sees one GPU) gets the
+    state of the device the saver trained on, put on the device it trains on, the others keeping this run's seed
+    (choice 4), and the returned note says so; None when nothing differs."""
     random.setstate(state["python"])
     name, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    saved = state.get("cuda", [])
+    if not saved or not torch.cuda.is_available():
+        return None
+    if len(saved) == torch.cuda.device_count():
+        for device, generator in enumerate(saved):
+            torch.cuda.set_rng_state(generator, device)
+        return None
+    trained_on = state.get("cuda_device", 0)
+    torch.cuda.set_rng_state(saved[min(trained_on, len(saved) - 1)], torch.cuda.current_device())
+    return (f"the checkpoint's process saw {len(saved)} CUDA devices and this one sees {torch.cuda.device_count()}: "
+            f"the generator of the device it trained on (cuda:{trained_on}) is restored on this one's "
+            f"(cuda:{torch.cuda.current_device()}); any other keeps this run's seed")
 
 
 def plain_zero_state(state: dict) -> dict:

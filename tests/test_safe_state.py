@@ -141,3 +141,49 @@ def test_the_converter_refuses_a_hostile_file(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "(`posix.system`)" in proc.stderr and "not converted" in proc.stderr
     assert not marker.exists()
+
+
+class FakeCuda:
+    """torch.cuda as a process sees it that has `count` devices and trains on `current`: set_rng_state fails on a
+    device it does not see, as torch's does."""
+
+    def __init__(self, count: int, current: int = 0):
+        self.count, self.current, self.set = count, current, {}
+
+    def set_rng_state(self, state, device=0):
+        if not 0 <= int(device) < self.count:
+            raise IndexError(f"no CUDA device {device} among {self.count}")
+        self.set[int(device)] = state
+
+    def install(self, monkeypatch):
+        for name, value in {"is_available": lambda: True, "device_count": lambda: self.count,
+                            "current_device": lambda: self.current, "set_rng_state": self.set_rng_state}.items():
+            monkeypatch.setattr(torch.cuda, name, value)
+        monkeypatch.setattr(torch.cuda.random, "set_rng_state", self.set_rng_state)  # what set_rng_state_all calls
+
+
+def saved_by(devices: int, trained_on: int) -> dict:
+    state = safe_state.rng_state()  # this CPU process's python, numpy and torch RNGs
+    return state | {"cuda": [torch.full((4,), d, dtype=torch.uint8) for d in range(devices)], "cuda_device": trained_on}
+
+
+def test_a_process_that_sees_fewer_cuda_devices_than_the_saver_resumes(monkeypatch):
+    """An 8-GPU node's rank 3 resumed where each task sees one GPU: the generator rank 3 trained with goes on the one
+    device, with a note; restoring by index (torch.cuda.set_rng_state_all) raises IndexError there."""
+    cuda = FakeCuda(count=1)
+    cuda.install(monkeypatch)
+    note = safe_state.set_rng_state(saved_by(devices=8, trained_on=3))
+    assert list(cuda.set) == [0] and cuda.set[0][0] == 3
+    assert "saw 8 CUDA devices and this one sees 1" in note and "(cuda:3)" in note
+    with pytest.raises(IndexError):
+        torch.cuda.set_rng_state_all(saved_by(devices=8, trained_on=3)["cuda"])  # the old restore
+
+
+def test_as_many_cuda_devices_as_the_saver_restores_each_and_says_nothing(monkeypatch):
+    cuda = FakeCuda(count=2, current=1)
+    cuda.install(monkeypatch)
+    assert safe_state.set_rng_state(saved_by(devices=2, trained_on=1)) is None
+    assert {d: s[0].item() for d, s in cuda.set.items()} == {0: 0, 1: 1}
+    more = FakeCuda(count=4, current=2)  # more devices than the saver saw: its own device gets rank's generator
+    more.install(monkeypatch)
+    assert "sees 4" in safe_state.set_rng_state(saved_by(devices=2, trained_on=1)) and more.set[2][0] == 1
