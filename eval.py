@@ -58,6 +58,7 @@ from config import ConfigError
 from infra import checkpoint, gpu_memory
 from infra.cli import one_line_errors
 from infra.data import DataError
+from infra.ending import finish
 from infra.evalsets import (  # noqa: F401 - EvalError, Problem, load_benchmark, pass_at_k: re-exported
     BENCHMARKS,
     EvalError,
@@ -387,6 +388,7 @@ def main(argv=None) -> None:
         write_outputs(out, results, records)
         print(markdown_table(settings["model"], benchmarks) + f"answers scored by reward mode `{run.reward_mode}`")
         print(f"wrote {out}/results.json, results.md, generations.jsonl", file=sys.stderr)
+    finish(accelerator, engine)  # vLLM's process groups, then accelerate's, on every rank; "rank R: done" last
 
 
 if __name__ == "__main__":

@@ -62,7 +62,8 @@ from config import ConfigError
 from eval import EvalError, load_eval_sets, periodic_eval
 from infra import checkpoint, data, gpu_memory
 from infra.data import DataError
-from infra.launch import check_hardware, check_launch, check_world, finish, make_accelerator, report_timeouts, stop
+from infra.ending import finish, own_line, stop
+from infra.launch import check_hardware, check_launch, check_world, make_accelerator, report_timeouts
 from infra.logger import MetricsLogger, RankStep, StepTimes, combine, logprob_sums, loss_metrics, step_metrics
 from infra.model import ModelError, check_model, load_policy, load_tokenizer
 from infra.optim import make_optimizer
@@ -284,6 +285,7 @@ def build(cfg: config.Config, model_path: str, tokenizer, accelerator):
 
 
 def main(argv=None) -> None:
+    stop_request = StopRequest()  # SIGUSR1 and SIGTERM recorded from here: start-up takes minutes at scale
     args = parse_args(argv)
     cfg = config.from_cli(args)
     model_path, tokenizer, prompts, eval_sets, resume_dir = check_inputs(cfg, args.resume)
@@ -299,8 +301,13 @@ def main(argv=None) -> None:
         state = checkpoint.load_state(resume_dir, accelerator, optimizer, scheduler)
         prompt_sampler.load_state_dict(state["sampler"])
         keep_rate, start_step = KeepRate(**state.get("keep_rate", {})), state["step"]
+    stop_request.watch(out_dir, accelerator.is_main_process)  # a STOP file too; the handlers again, over the libraries'
+    if before := stop_request.agreed(accelerator):  # asked for during start-up: nothing trained, nothing written
+        if accelerator.is_main_process:
+            print(f"stopped before step {start_step + 1} ({before}): nothing was trained or written; the same command "
+                  "starts it again", file=sys.stderr)
+        return finish(accelerator, rollout_engine, stop_request.close)
     logger = MetricsLogger(out_dir, cfg, start_step if resume_dir else None, accelerator.is_main_process)
-    stop_request = StopRequest(out_dir, accelerator.is_main_process)  # SIGUSR1, SIGTERM or a STOP file
 
     def save(step: int) -> Path:
         try:
@@ -366,7 +373,8 @@ def main(argv=None) -> None:
         if problem and step <= start_step + GAP_CHECKED_STEPS:
             stop(f"at step {step}, vLLM's log-probs are not the trainer's: {problem}", code=1)
         if problem and accelerator.is_main_process:
-            print(f"warning: at step {step}, vLLM's log-probs drift from the trainer's: {problem}", file=sys.stderr)
+            print(own_line(f"warning: at step {step}, vLLM's log-probs drift from the trainer's: {problem}"),
+                  file=sys.stderr)
         due = (trainer.save_every and step % trainer.save_every == 0) or step == trainer.total_steps
         saved = save(step) if due else None
         asked = stop_request.agreed(accelerator) if step < trainer.total_steps else None  # every rank, every step
@@ -376,7 +384,7 @@ def main(argv=None) -> None:
                 tqdm.write(f"stopped after step {step} of {trainer.total_steps} ({asked}): checkpoint `{saved}` "
                            "written; continue with the same command and --resume", file=sys.stderr)
             break
-    finish(accelerator, stop_request, logger, rollout_engine)  # every rank prints "rank R: done" last
+    finish(accelerator, rollout_engine, stop_request.close, logger.close)  # every rank prints "rank R: done" last
 
 
 def sync_weights(rollout_engine, hf_model, step: int) -> None:

@@ -17,6 +17,7 @@ fork changes the algorithm at the root without reading this package.
     hf_sampler.py     the HF sampler: the training model's own decoding loop, one prefill per prompt
     vllm_sampler.py   the colocated vLLM sampler: sleep mode, one weight sync per step from ZeRO-3
     launch.py         the accelerator: DeepSpeed ZeRO-3 from the config, launch checks, collective timeouts
+    ending.py         how a run ends: a failure in one `error:` line, or every rank's teardown
     gpu_memory.py     `rollout.gpu_memory_utilization: auto`: vLLM's share of the card
     checkpoint.py     atomic, rotating, resumable checkpoints; a failed write in one line
     safe_state.py     trainer state as plain data, read only with torch's restricted unpickler

@@ -33,10 +33,8 @@ in one line (docs/gpu.md, "Mixture of experts": what the setting changes with tr
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,6 +43,7 @@ from accelerate import Accelerator
 
 import config
 from config import ConfigError
+from infra.ending import stop
 from infra.model import MOE_BLOCKS, ModelError, moe_blocks
 
 
@@ -206,33 +205,6 @@ def check_world(cfg: config.Config, world: int) -> None:
         raise ConfigError(f"config key `trainer.gen_batch_size` ({gen}) must be divisible by the {world} processes")
 
 
-STOP_GRACE_S = 10.0  # how long a rank other than 0 waits in `stop` before it exits
-
-
-def stop(message: str, code: int = 2):
-    """End the run with one line on stderr (rank 0) that also becomes torch elastic's reported cause:
-    under accelerate's multi-process launchers each worker's error file (TORCHELASTIC_ERROR_FILE) is
-    what the launcher prints as the failure's `traceback`."""
-    line = f"error: {message}".splitlines()[0]
-    if os.environ.get("RANK", "0") == "0":
-        print(line, file=sys.stderr, flush=True)
-    elif int(os.environ.get("WORLD_SIZE", "1")) > 1:  # rank 0 fails alike: let it print before the launcher, seeing
-        time.sleep(STOP_GRACE_S)                      # this rank exit, kills the group (a loaded node: seconds apart)
-    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if error_file:
-        try:
-            Path(error_file).write_text(json.dumps({"message": line, "timestamp": int(time.time())}))
-        except OSError:
-            pass  # the line above is the message; the launcher then says it found no error file
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():  # as train.py's end: skip a teardown that can hang in DeepSpeed
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
-
-
 # ----------------------------------------------------------------------------------------------
 # The accelerator and its process groups.
 # ----------------------------------------------------------------------------------------------
@@ -338,19 +310,6 @@ class CheckedAccelerator(Accelerator):
             if problem:  # a DeepSpeed engine whose MoE blocks are not leaves
                 stop(f"ZeRO-3 under DeepSpeed: {problem}", code=1)
         return prepared
-
-
-def finish(accelerator, stop_request, logger, rollout_engine) -> None:
-    """The end of a run on every rank: files closed, then the sampler's and accelerate's process groups, in order."""
-    stop_request.close(accelerator.is_main_process)
-    logger.close()
-    accelerator.wait_for_everyone()
-    rollout_engine.close()  # vLLM's process groups go while they exist, not at exit after the default one
-    accelerator.end_training()  # also tears down the process group
-    print(f"rank {accelerator.process_index}: done", file=sys.stderr, flush=True)  # tests check every rank's marker
-    if accelerator.num_processes > 1:
-        sys.stdout.flush()
-        os._exit(0)  # all files are closed; skip an interpreter teardown that can abort in DeepSpeed's comm threads
 
 
 def group_timeouts() -> dict[str, timedelta | None]:

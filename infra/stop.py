@@ -11,6 +11,8 @@ Choices:
 2. Ranks agree at each step boundary through one all-reduce of a flag (`StopRequest.agreed`): all
    stop after the same step, and no collective is left waiting for a rank that stopped alone.
 3. A stopped run exits 0: torch elastic counts a non-zero exit as a failure (and may restart it).
+4. The handlers are set on train.py's first line, before the minutes of start-up at scale: a stop asked for then
+   ends the run before its first step, with nothing to save (`watch` sets them again after the libraries load).
 """
 
 from __future__ import annotations
@@ -27,16 +29,24 @@ REASONS = ("a STOP file", "SIGUSR1", "SIGTERM")  # codes 1, 2, 3 in the all-redu
 
 
 class StopRequest:
-    """Records SIGUSR1 and SIGTERM from the moment it is made, and sees a STOP file in `output_dir`."""
+    """Records SIGUSR1 and SIGTERM from the moment it is made (choice 4), and sees a STOP file in the folder it
+    watches."""
 
-    def __init__(self, output_dir: str | Path, is_main: bool):
-        self.file = Path(output_dir) / STOP_FILE
+    def __init__(self):
         self.code = 0  # 0: no stop asked for; else 1 + index in REASONS
-        if is_main and self.file.exists():  # left from an earlier stop: this launch was asked to run
+        self.file, self.is_main = None, False
+        for sig in SIGNALS:
+            signal.signal(sig, self.record)  # choice 1
+
+    def watch(self, output_dir: str | Path, is_main: bool) -> None:
+        """Watch `output_dir` for a STOP file (one left by an earlier stop is removed: this launch was asked to run),
+        and take the signals back from any library that set its own handlers since (vLLM's engine may)."""
+        self.file, self.is_main = Path(output_dir) / STOP_FILE, is_main
+        if is_main and self.file.exists():
             self.file.unlink()
             print(f"removed `{self.file}` left by an earlier stop", file=sys.stderr)
         for sig in SIGNALS:
-            signal.signal(sig, self.record)  # choice 1
+            signal.signal(sig, self.record)
 
     def record(self, signum, frame) -> None:
         self.code = max(self.code, 1 + REASONS.index(signal.Signals(signum).name))
@@ -44,7 +54,7 @@ class StopRequest:
     def agreed(self, accelerator) -> str | None:
         """Why the run stops after this step, if any rank was asked to, else None. A collective: every rank
         calls it at the same point (choice 2)."""
-        if self.file.exists():
+        if self.file is not None and self.file.exists():
             self.code = max(self.code, 1)
         code = self.code
         if accelerator.num_processes > 1:
@@ -53,11 +63,11 @@ class StopRequest:
             code = int(flag.item())
         return REASONS[code - 1] if code else None
 
-    def close(self, is_main: bool) -> None:
+    def close(self) -> None:
         """The STOP file has been acted on: removed, so a resumed run does not stop at once. From here on
         the signals are ignored: one arriving during the exit must not turn a clean exit into a kill (at
         interpreter exit Python puts back the default action of a signal it handles, which ends the process)."""
         for sig in SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
-        if is_main:
+        if self.is_main and self.file is not None:
             self.file.unlink(missing_ok=True)

@@ -195,18 +195,31 @@ def test_plain_launch_with_a_stale_default_config_stops_in_one_line(tmp_path, ki
                                                          ("0", "1", True, [])])
 def test_only_rank_0_prints_and_the_others_give_it_time_to(monkeypatch, capsys, rank, world, printed, slept):
     """Every rank fails alike on bad input; were rank 1 to exit first, the launcher would kill rank 0 before its
-    line (seen on a loaded machine), so the other ranks wait launch.STOP_GRACE_S before they exit."""
-    from infra import launch
+    line (seen on a loaded machine), so the other ranks wait ending.STOP_GRACE_S before they exit."""
+    from infra import ending
 
     monkeypatch.setenv("RANK", rank)
     monkeypatch.setenv("WORLD_SIZE", world)
     monkeypatch.delenv("TORCHELASTIC_ERROR_FILE", raising=False)
     waits = []
-    monkeypatch.setattr(launch.time, "sleep", waits.append)
+    monkeypatch.setattr(ending.time, "sleep", waits.append)
     with pytest.raises(SystemExit) as e:
-        launch.stop("bad input\nsecond line")
+        ending.stop("bad input\nsecond line")
     assert e.value.code == 2 and waits == slept
     assert capsys.readouterr().err == ("error: bad input\n" if printed else "")
+
+
+def test_an_error_line_starts_its_own_line_in_a_log_file_while_a_bar_draws(tmp_path):
+    """A progress bar's line has no newline until it closes; in a log file (stderr redirected, as under SLURM) the
+    `error:` line must still start a line, where `grep ^error:` finds it. Read as bytes, split at newlines only."""
+    log = tmp_path / "job.err"
+    code = ("import sys\nfrom tqdm import tqdm\nfrom infra.ending import stop\n"
+            "bar = tqdm(total=4, desc='train', file=sys.stderr)\nbar.update(1)\n"
+            "stop('at step 2, something broke', code=1)\n")
+    with open(log, "wb") as err:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, stderr=err, env={**os.environ, "RANK": "0"})
+    lines = log.read_bytes().split(b"\n")
+    assert proc.returncode == 1 and b"error: at step 2, something broke" in lines, lines
 
 
 if __name__ == "__main__":

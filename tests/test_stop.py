@@ -86,3 +86,20 @@ def test_each_stop_ends_in_a_checkpoint_and_the_pieces_train_what_one_run_trains
 
     a, b = (load_file(d / "checkpoints" / "step_000007" / "model" / "model.safetensors") for d in (straight, out))
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_stop_during_start_up_ends_the_run_before_its_first_step(tmp_path):
+    """SIGUSR1 while the inputs are checked (at scale, minutes before the first step: engines and shards are built
+    then): the run ends cleanly before step 1, exit 0, one line, nothing written to the run folder; the same
+    command then runs. Without a handler from main's first line, SIGUSR1's default action kills the process."""
+    out = tmp_path / "run"
+    hooked = ("import os, signal, sys\nimport train\nchecked = train.check_inputs\n"
+              "def check_inputs(*args, **kwargs):\n    os.kill(os.getpid(), signal.SIGUSR1)\n"
+              "    return checked(*args, **kwargs)\n"
+              "train.check_inputs = check_inputs\ntrain.main(sys.argv[1:])\n")
+    proc = subprocess.run([sys.executable, "-c", hooked, *RUN, f"trainer.output_dir={out}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "stopped before step 1 (SIGUSR1): nothing was trained or written" in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "rank 0: done"
+    assert not out.exists() or not any(out.iterdir())  # no metrics, no checkpoint: the same command starts it again
