@@ -110,6 +110,8 @@ class RolloutConfig:
     """vLLM: no CUDA graphs or torch.compile (starts faster, decodes slower; tests and CPU use true)."""
     logp_gap_max: float | Literal["auto"] | None = "auto"
     """vLLM: rollout/logp_diff_mean above this stops a start's first 2 steps (warns later); auto: by dtype; null off."""
+    logp_gap_warn: float | Literal["auto"] | None = "auto"
+    """vLLM: rollout/logp_diff_mean above this (<= logp_gap_max) warns, on any step; auto: by dtype; null off."""
 
 
 @dataclass

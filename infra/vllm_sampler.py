@@ -168,10 +168,11 @@ class VLLMSampler:
 GAP_CHECKED_STEPS = 2  # steps after a (re)start held to rollout.logp_gap_max: through the first sync after an update
 
 
-def engine_gap_problem(metrics: dict, logp_gap_max: float | None, runner: str = "") -> str | None:
+def engine_gap_problem(metrics: dict, logp_gap_max: float | None, runner: str = "",
+                       key: str = "rollout.logp_gap_max") -> str | None:
     """Why vLLM's log-probs are not the trainer's this step, in one line, or None (choice 10). From the step's
     metrics: sampled ids in the padded vocabulary (`rollout/padded_ids`), and `rollout/logp_diff_mean`, the mean
-    |logp_trainer - logp_vllm| over the sampled tokens, against `logp_gap_max` (rollout.logp_gap_max; None = off).
+    |logp_trainer - logp_vllm| over the sampled tokens, against `logp_gap_max` (the config value `key`; None = off).
 
     >>> healthy = {"rollout/logp_diff_mean": 2e-6, "rollout/logp_diff_max": 1e-5, "rollout/padded_ids": 0}
     >>> engine_gap_problem(healthy, 1e-3), engine_gap_problem(healthy | {"rollout/logp_diff_mean": 0.07}, 1e-3)[:48]
@@ -182,13 +183,44 @@ def engine_gap_problem(metrics: dict, logp_gap_max: float | None, runner: str = 
     gap, worst, padded = (metrics[f"rollout/{k}"] for k in ("logp_diff_mean", "logp_diff_max", "padded_ids"))
     found = [f"it sampled {padded} token(s) with ids at or above len(tokenizer)"] if padded else []
     if logp_gap_max is not None and not gap <= logp_gap_max:  # a NaN gap fails too
-        found.append(f"rollout/logp_diff_mean {gap:.3g} (max {worst:.3g}) is above rollout.logp_gap_max "
-                     f"{logp_gap_max:g}")
+        found.append(f"rollout/logp_diff_mean {gap:.3g} (max {worst:.3g}) is above {key} {logp_gap_max:g}")
     if not found:
         return None
     return ("; ".join(found) + ". Likely causes: weights not synced into vLLM, the padded-vocabulary mask "
             "(mask_padded_vocab), vLLM sampling at another temperature than rollout.temperature, or vLLM's model "
             f"runner{f' {runner}' if runner else ''} (VLLM_USE_V2_MODEL_RUNNER=0 or 1 picks the other; docs/gpu.md)")
+
+
+def engine_gap_check(metrics: dict, step: int, start_step: int, rollout_cfg, runner: str = "") -> tuple[str | None,
+                                                                                                      str | None]:
+    """(why the run stops, a line for rank 0 to print), each None when there is none, at `step` of a run that
+    (re)started after `start_step` (choice 10). The first GAP_CHECKED_STEPS steps stop above
+    rollout.logp_gap_max or on a padded id, and print the gap otherwise, as a `warning:` above rollout.logp_gap_warn.
+    Later steps print a `warning:` only: above rollout.logp_gap_warn (logp_gap_max where it is null), or a padded id.
+
+    >>> from types import SimpleNamespace
+    >>> cfg = SimpleNamespace(logp_gap_warn=0.05, logp_gap_max=0.2)
+    >>> gap = lambda g: {"rollout/logp_diff_mean": g, "rollout/logp_diff_max": 1.5, "rollout/padded_ids": 0}
+    >>> print(engine_gap_check(gap(0.012), 1, 0, cfg)[1].replace("; ", ";\\n"))
+    vLLM against the trainer, step 1: rollout/logp_diff_mean 0.012 (max 1.5);
+    rollout.logp_gap_warn 0.05, rollout.logp_gap_max 0.2
+    >>> engine_gap_check(gap(0.08), 2, 0, cfg)[1][:42], engine_gap_check(gap(0.08), 3, 0, cfg)[1][:42]
+    ('warning: vLLM against the trainer, step 2:', "warning: at step 3, vLLM's log-probs drift")
+    >>> engine_gap_check(gap(0.3), 41, 40, cfg)[0][:51], engine_gap_check(gap(0.012), 3, 0, cfg)
+    ("at step 41, vLLM's log-probs are not the trainer's:", (None, None))
+    """
+    if "rollout/logp_diff_mean" not in metrics:  # the HF sampler: nothing to compare
+        return None, None
+    warn, stop = rollout_cfg.logp_gap_warn, rollout_cfg.logp_gap_max
+    fatal = engine_gap_problem(metrics, stop, runner)
+    high = engine_gap_problem(metrics, warn, runner, key="rollout.logp_gap_warn") if warn is not None else fatal
+    if step > start_step + GAP_CHECKED_STEPS:  # warn only
+        return None, f"warning: at step {step}, vLLM's log-probs drift from the trainer's: {high}" if high else None
+    if fatal:
+        return f"at step {step}, vLLM's log-probs are not the trainer's: {fatal}", None
+    line = (f"vLLM against the trainer, step {step}: rollout/logp_diff_mean {metrics['rollout/logp_diff_mean']:.3g} "
+            f"(max {metrics['rollout/logp_diff_max']:.3g}); rollout.logp_gap_warn {warn}, rollout.logp_gap_max {stop}")
+    return None, f"warning: {line}: {high}" if high else line
 
 
 def request_seed(seed: int, i: int, n: int) -> int:
