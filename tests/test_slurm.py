@@ -267,3 +267,10 @@ def test_the_fake_train_refuses_the_folders_train_py_refuses(tmp_path, template)
             fake = slurm_fake_train.refusal(out, resume is not None)
             assert (fake is None) == (real is None), (kind, resume, fake, real)
 
+
+def test_docs_gpu_md_shows_the_scripts_slurm_lines():
+    """Every line of the SLURM block in docs/gpu.md is a line of scripts/slurm_job.sh."""
+    doc = (REPO / "docs" / "gpu.md").read_text()
+    block = doc[doc.index("    #SBATCH"):].split("\n\n")[0].splitlines()
+    script = SCRIPT.read_text().splitlines()
+    assert block and all(line[4:] in script for line in block), block
