@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -34,17 +35,19 @@ class StopRequest:
 
     def __init__(self):
         self.code = 0  # 0: no stop asked for; else 1 + index in REASONS
-        self.file, self.is_main = None, False
+        self.file, self.is_main, self.started = None, False, time.time()
         for sig in SIGNALS:
             signal.signal(sig, self.record)  # choice 1
 
     def watch(self, output_dir: str | Path, is_main: bool) -> None:
-        """Watch `output_dir` for a STOP file (one left by an earlier stop is removed: this launch was asked to run),
-        and take the signals back from any library that set its own handlers since (vLLM's engine may)."""
+        """Watch `output_dir` for a STOP file: one older than this process was left by an earlier stop and is removed
+        (this launch was asked to run); one written since (a batch script's answer to a time-limit warning during
+        start-up) asks this run to stop. Then take the signals back from any library that set its own handlers."""
         self.file, self.is_main = Path(output_dir) / STOP_FILE, is_main
-        if is_main and self.file.exists():
-            self.file.unlink()
-            print(f"removed `{self.file}` left by an earlier stop", file=sys.stderr)
+        if self.file.exists() and self.file.stat().st_mtime < self.started - 1:  # 1 s: file times are coarse
+            if is_main:
+                self.file.unlink()
+                print(f"removed `{self.file}` left by an earlier stop", file=sys.stderr)
         for sig in SIGNALS:
             signal.signal(sig, self.record)
 

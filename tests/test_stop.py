@@ -103,3 +103,27 @@ def test_a_stop_during_start_up_ends_the_run_before_its_first_step(tmp_path):
     assert "stopped before step 1 (SIGUSR1): nothing was trained or written" in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "rank 0: done"
     assert not out.exists() or not any(out.iterdir())  # no metrics, no checkpoint: the same command starts it again
+
+
+def test_a_stop_file_older_than_the_launch_is_left_over_and_a_newer_one_asks_to_stop(tmp_path, monkeypatch):
+    """A STOP file from an earlier stop is removed at start; one written during start-up (a batch script answering
+    a time-limit warning while the engines load) is a request: the run stops before step 1."""
+    import os
+
+    from infra.stop import STOP_FILE, StopRequest
+
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # this test process keeps its own handlers
+
+    class One:
+        num_processes = 1
+
+    old = tmp_path / STOP_FILE
+    old.write_text("")
+    os.utime(old, (time.time() - 60, time.time() - 60))
+    request = StopRequest()
+    request.watch(tmp_path, is_main=True)
+    assert not old.exists() and request.agreed(One()) is None  # left over: removed, nothing asked
+    request = StopRequest()
+    (tmp_path / STOP_FILE).write_text("")  # written after this launch started
+    request.watch(tmp_path, is_main=True)
+    assert (tmp_path / STOP_FILE).exists() and request.agreed(One()) == "a STOP file"
