@@ -1,7 +1,7 @@
 """The engine-vs-trainer bands: `rollout.logp_gap_warn` and `rollout.logp_gap_max` resolved from `auto`
 (infra/config_checks.py, LOGP_GAP_BANDS) and applied by infra.vllm_sampler.engine_gap_check.
 
-In bf16 the published healthy gaps between a trainer and vLLM are 0.011 (mean |diff|, Qwen3-4B) to 0.039 (RMS,
+In bf16 the published healthy gaps between a trainer and vLLM are 0.011 (mean |diff|, Qwen3-4B) to 0.041 (RMS,
 which bounds the mean, Qwen2.5-0.5B/7B with bf16 heads; docs/gpu.md, "Self-checks"): a first run there must warn
 at most, never stop, while a sync that loads nothing (whole nats) stops at step 1. The first GAP_CHECKED_STEPS
 steps after a start or a resume stop and print the gap; later steps only warn.
@@ -42,7 +42,7 @@ def test_a_stop_set_by_hand_keeps_auto_warning_under_it_and_a_warning_above_it_i
 
 def test_a_healthy_bf16_first_run_at_the_published_gaps_never_stops():
     cfg = load("qwen3_8b_qae.yaml").rollout
-    for gap in (0.011, 0.039, 0.06, 0.19):  # vime's mean; the bf16-head RMS; above the old auto stop of 0.05
+    for gap in (0.011, 0.041, 0.06, 0.19):  # vime's mean; the bf16-head RMS; above the old auto stop of 0.05
         for step in (1, 2):
             fatal, line = engine_gap_check(step_metrics(gap), step, 0, cfg)
             assert fatal is None and line.startswith(("vLLM against the trainer", "warning: vLLM against the trainer"))
