@@ -14,7 +14,7 @@ Each step (DAPO, arXiv 2503.14476, Algorithm 1, with the QAE paper's baseline; d
   5. old log-probs: a no-grad pass over the responses no other pass covers (choice 10)
   6. update:    per mini-batch, micro-batches with gradient accumulation of the policy loss (clip-higher, or
                 Table 2's others: loss.POLICY_LOSSES), normalised over the whole mini-batch; AdamW with clipping
-  7. log (the first two steps after a start stop if vLLM is not the trainer: engine_gap_problem), checkpoint;
+  7. log (the first two steps after a start print vLLM's gap, and stop if too far: engine_gap_check), checkpoint;
      a stop asked for from outside (SIGUSR1, SIGTERM, a STOP file: infra/stop.py) ends the run here, in a checkpoint
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
@@ -71,7 +71,7 @@ from infra.passes import Logprobs, gradient_responses, lengths, micro_batches, n
 from infra.policy import Policy, plan_passes, response_logprobs
 from infra.selection import lowest_over_ranks, mini_batch_tokens
 from infra.stop import StopRequest
-from infra.vllm_sampler import GAP_CHECKED_STEPS, WeightSyncError, engine_gap_problem
+from infra.vllm_sampler import WeightSyncError, engine_gap_check
 from rollout import Batch, DynamicSamplingError, KeepRate, collect_batch
 
 # ----------------------------------------------------------------------------------------------
@@ -368,13 +368,12 @@ def main(argv=None) -> None:
                                 sum(r.mini_tokens for r in ranks), len(upd.grad_norms))
         logger.log_step(metrics | {"rollout/weight_syncs": rollout_engine.weight_syncs - syncs} | eval_metrics,
                         batch, adv, tokenizer)
-        # vLLM held against the trainer (infra.vllm_sampler.engine_gap_problem): stop on the first steps, warn later.
-        problem = engine_gap_problem(metrics, cfg.rollout.logp_gap_max, getattr(rollout_engine, "runner", ""))
-        if problem and step <= start_step + GAP_CHECKED_STEPS:
-            stop(f"at step {step}, vLLM's log-probs are not the trainer's: {problem}", code=1)
-        if problem and accelerator.is_main_process:
-            print(own_line(f"warning: at step {step}, vLLM's log-probs drift from the trainer's: {problem}"),
-                  file=sys.stderr)
+        # vLLM held against the trainer (infra.vllm_sampler.engine_gap_check): stop on the first steps, warn later.
+        fatal, note = engine_gap_check(metrics, step, start_step, cfg.rollout, getattr(rollout_engine, "runner", ""))
+        if fatal:
+            stop(fatal, code=1)
+        if note and accelerator.is_main_process:
+            print(own_line(note), file=sys.stderr)
         due = (trainer.save_every and step % trainer.save_every == 0) or step == trainer.total_steps
         saved = save(step) if due else None
         asked = stop_request.agreed(accelerator) if step < trainer.total_steps else None  # every rank, every step
