@@ -32,6 +32,8 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 9. A training engine starts on vLLM's dummy weights (`load_format="dummy"`), which the first sync overwrites.
 10. The first GAP_CHECKED_STEPS steps after a start stop the run when vLLM's log-probs are not the trainer's
    (`engine_gap_problem`, `rollout.logp_gap_max`); later steps warn.
+11. An engine whose KV cache is fp8 (a checkpoint's quantization config can ask for one) stops the run in one line
+   (`kv_cache_problem`): its attention scales came from the dummy load, and no sync carries them.
 
 A mixture of experts (Qwen3-MoE) syncs as it is held: each block's two fused expert tensors, which vLLM loads whole
 (FUSED_EXPERTS, checked by name like the rest). On CUDA its engine runs vLLM's Triton MoE kernel (`moe_backend`),
@@ -49,6 +51,7 @@ import sys
 
 import torch
 
+from infra.ending import stop
 from infra.model import eos_token_ids, num_experts
 
 
@@ -95,6 +98,9 @@ class VLLMSampler:
             logits_processors=[mask_padded_vocab(self.n_allowed)] if self.n_allowed < vocab else None,  # choice 1
             moe_backend="triton" if num_experts(model.config) and not self.on_cpu else "auto",  # experts: see above
         )
+        problem = kv_cache_problem(self.llm.llm_engine.vllm_config.cache_config.cache_dtype)  # as the engine holds it
+        if problem:
+            stop(f"rollout: {problem}")
         self.runner = self.llm.collective_rpc(worker_runner)[0]
         if rank == 0:
             print(f"vLLM model runner: {self.runner} (VLLM_USE_V2_MODEL_RUNNER=0 or 1 chooses; docs/gpu.md)",
@@ -163,6 +169,21 @@ class VLLMSampler:
                 rows.append(list(c.token_ids))
                 logps.append([lp[t].logprob for lp, t in zip(c.logprobs, c.token_ids)])
         return rows, {"rollout_logp": logps}  # (P*n) each, prompt-major
+
+
+def kv_cache_problem(cache_dtype: str) -> str | None:
+    """Why an engine with KV cache `cache_dtype` (vLLM's cache_config, as the engine holds it) cannot train, or None.
+    An fp8 cache scales keys and values by per-layer buffers (k_scale, v_scale, ...) that the dummy load (choice 9)
+    fills with noise and no weight sync overwrites; the bf16 / fp32 cache of the model's dtype ("auto") has none.
+
+    >>> kv_cache_problem("auto"), kv_cache_problem("fp8_e4m3")[:40]
+    (None, "vLLM's KV cache is fp8_e4m3, whose atten")
+    """
+    if str(cache_dtype).startswith("fp8"):
+        return (f"vLLM's KV cache is {cache_dtype}, whose attention scales the weight sync does not carry (they stay "
+                "the dummy load's noise); use the model dtype's cache (vLLM's kv_cache_dtype auto), e.g. a checkpoint "
+                "without a kv_cache_scheme in its quantization config")
+    return None
 
 
 GAP_CHECKED_STEPS = 2  # steps after a (re)start held to rollout.logp_gap_max: through the first sync after an update

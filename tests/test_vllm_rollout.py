@@ -257,3 +257,14 @@ def test_seeds_near_the_int64_limit_sample(setup):
     engine.sync_weights(model)
     out = rollout.generate(engine, PROMPTS, n=G, seed=2**63 - 1)  # prompt 1's responses: seeds past 2^63 unwrapped
     assert len(out.response_ids) == len(PROMPTS) * G
+
+
+def test_the_kv_cache_the_engine_holds_is_the_models_dtype_and_fp8_is_refused(setup):
+    """Read back from the running engine: its KV cache is `auto` (the model's dtype), which needs no scales; an fp8
+    cache, whose scale buffers the dummy load leaves as noise and no sync carries, is refused (choice 11)."""
+    from infra.vllm_sampler import kv_cache_problem
+
+    engine, _, _ = setup
+    held = engine.llm.llm_engine.vllm_config.cache_config.cache_dtype
+    assert held == "auto" and kv_cache_problem(held) is None
+    assert "fp8_e5m2, whose attention scales" in kv_cache_problem("fp8_e5m2")
