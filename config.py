@@ -118,6 +118,10 @@ class RolloutConfig:
 class RewardConfig:
     mode: str = "verify"
     """A name in reward.REWARDS: verify (boxed or `Answer:`, equal mathematically), dapo (verl's exactly), a fork's."""
+    answer_format: Literal["any", "boxed", "answer_line", "answer_tag"] = "any"
+    """Marker the prompt asks for, read first (verify): boxed, answer_line (DAPO's Answer:), answer_tag (<answer>)."""
+    strict_format: bool = False
+    """true: a response without answer_format's marker scores -1 (a format reward); false: any marker counts."""
     timeout_s: float = 2.0
     """Wall-clock bound per verified answer, enforced in a worker process."""
     workers: int | None = None
@@ -298,7 +302,7 @@ def from_dict(data: dict | None, overrides: list[str] = (), origin: dict | None 
     cfg = build(Config, data, origin)
     check_advantage_settings(cfg.algorithm)
     check_loss_settings(cfg.algorithm)
-    check_reward_settings(cfg.reward)
+    check_reward_settings(cfg.reward, cfg.data.prompt_template)
     return validate(cfg)
 
 
@@ -332,14 +336,24 @@ def check_loss_settings(algo: AlgorithmConfig) -> None:
         raise ConfigError(str(e)) from None
 
 
-def check_reward_settings(reward_cfg: RewardConfig) -> None:
-    """The reward's mode, checked against reward.py's registry (an entry a fork appends there is valid)."""
+# What a prompt that asks for each answer format says (a strict format the prompt never asks for scores every -1).
+FORMAT_WORDS = {"boxed": "\\boxed", "answer_line": "Answer:", "answer_tag": "<answer>"}
+
+
+def check_reward_settings(reward_cfg: RewardConfig, prompt_template: str) -> None:
+    """The reward's mode, checked against reward.py's registry (an entry a fork appends there is valid), and the
+    answer format: one the mode reads, and under strict_format one the prompt asks for."""
     import reward  # its registry of rewards names the valid `reward.mode` values
 
     try:
-        reward.check_mode(reward_cfg.mode)
+        reward.entry_for(reward_cfg.mode, reward_cfg.answer_format, reward_cfg.strict_format)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    word = FORMAT_WORDS.get(reward_cfg.answer_format)
+    if reward_cfg.strict_format and word not in prompt_template:
+        raise ConfigError(f"reward.strict_format: true with reward.answer_format: {reward_cfg.answer_format}, but "
+                          f"data.prompt_template never writes {word!r}: every response would score -1; ask for it in "
+                          f"the prompt or set reward.strict_format: false")
 
 
 def load(name: str, overrides: list[str] = ()) -> Config:

@@ -1,9 +1,10 @@
 r"""Reward: each response's verdict (is its final answer the gold?) and score, by the entry of the REWARDS
 registry that `reward.mode` names. Two entries ship, both DAPO's +1.0 if correct, else -1.0.
 
-    score(response, gold, mode="verify", truncated=False) -> RewardResult(acc, score, pred, timeout)
-    score_batch(responses, golds, *, timeout_s=2.0, workers=None, mode="verify", truncated=None)
-                                                    -> list[RewardResult]     # time-bounded
+    score(response, gold, mode="verify", truncated=False, answer_format="any", strict_format=False)
+                                                    -> RewardResult(acc, score, pred, timeout)
+    score_batch(responses, golds, *, timeout_s=2.0, workers=None, mode="verify", truncated=None,
+                answer_format="any", strict_format=False) -> list[RewardResult]     # time-bounded
     bounded_verdict(pred, gold) -> bool     # the math check an entry calls; bounded under score_batch
     overlong_penalty(len, max_len, buffer_len, factor) -> float in [-factor, 0]   # DAPO shaping
     shaped_rewards(responses, golds, lengths, truncated, reward_cfg, max_response_len)
@@ -17,9 +18,11 @@ them on the benchmark golds):
     mode="dapo"    exactly verl's compute_score: same acc, score and pred on every string input
                    (verifier/dapo.py, with its departures). The paper configs use it, so that a
                    reproduction trains on the paper's signal.
-    mode="verify"  (default) DAPO's +1/-1 and its `Answer:` format, but boxed answers count too
-                   and equality is decided mathematically, under choices 1-7 below (docs/reward.md
-                   has a table of answer forms, accepted and refused).
+    mode="verify"  (default) DAPO's +1/-1; the answer may be boxed, on DAPO's `Answer:` line or in the
+                   R1-Zero `<answer>` tag (reward.answer_format says which the prompt asks for, and
+                   reward.strict_format whether another is refused), and equality is decided
+                   mathematically, under choices 1-7 and 9 below (docs/reward.md has a table of
+                   answer forms, accepted and refused).
 
     >>> score(r"... so the total is $\boxed{1{,}000}$.", "1000").acc
     True
@@ -34,16 +37,16 @@ contract an entry keeps is written beside the registry.
 Files: this one holds the entries and their registry, score and score_batch, which call an entry, the
 overlong shaping, and shaped_rewards, the training step's one call: every response's verdict, score,
 penalty and reward. The verify mode's internals are in verifier/: extract.py finds the final answer
-(choice 1), normalize.py strips formatting, verdict.py decides (choices 2 and 3: string work first, then
-parse.py, with tokens.py and values.py, parses and equal.py compares), pool.py bounds the time and
-memory of each check (choice 4).
+(choice 1; boxes.py reads boxes, prose.py sentences), normalize.py strips formatting, verdict.py decides
+(choices 2 and 3: string work first, then parse.py, with tokens.py and values.py, parses and equal.py
+compares), pool.py bounds the time and memory of each check (choice 4).
 
-Of the choices below, 1-7 are mode="verify"'s (5-7 its departures from verl's DAPO reward and from
+Of the choices below, 1-7 and 9 are mode="verify"'s (5-7 its departures from verl's DAPO reward and from
 Math-Verify 0.9.0) and 8 holds in both modes.
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
-1. The final answer (verifier/extract.py) is the last box group, `Answer:` line or JSON field, whichever comes
-   last, in the last TAIL_CHARS characters; else a finished solution's closing sentence; else no answer.
+1. The final answer (verifier/extract.py) is the last marker (box group, `Answer:` line, `<answer>` tag, JSON field,
+   "the answer is (X)") before a made-up next turn; else a closing sentence or a lone value; else no answer.
 2. Integer golds: the prediction must be a number literal equal to the gold once formatting is stripped
    (verifier/normalize.py); an unevaluated expression such as `10^3` is incorrect.
 3. Other golds: exact mathematical equality (verifier/equal.py), with no numeric tolerance besides a rounded
@@ -57,10 +60,14 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 7. Exactness without sympy.simplify (verifier/equal.py): sympy's canonical form, then agreement to 80+
    significant digits.
 8. overlong_penalty (both modes) clips at -penalty_factor past max_response_len, which DAPO never reaches.
+9. The verify mode reads the answer format the prompt asks for first, else any marker; strict_format scores a response
+   without the asked format -1 (a format reward).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 from collections.abc import Callable
@@ -69,7 +76,7 @@ from dataclasses import dataclass, field
 
 from verifier import pool
 from verifier.dapo import dapo_verdict
-from verifier.extract import TAIL_CHARS, extract_answer  # noqa: F401 - choice 1, re-exported
+from verifier.extract import ANSWER_FORMATS, TAIL_CHARS, extract_answer  # noqa: F401 - choice 1, re-exported
 from verifier.verdict import fast_verdict, gold_text, sympy_verdict
 
 
@@ -128,11 +135,14 @@ def bounded_verdict(pred: str, gold: str) -> bool:
 # ----------------------------------------------------------------------------------------------
 
 
-def score_verify(response: str, ground_truth: str, truncated: bool = False) -> tuple[bool, float, str | None]:
+def score_verify(response: str, ground_truth: str, truncated: bool = False, answer_format: str = "any",
+                 strict_format: bool = False) -> tuple[bool, float, str | None]:
     """mode="verify" (choices 1-4): the final answer (verifier/extract.py) equal to the gold (bounded_verdict);
-    a truncated response (cut at the length limit) is never read from its closing sentence. Never raises."""
+    a truncated response (cut at the length limit) is never read from its closing sentence. answer_format: the
+    marker the prompt asks for, read first; strict_format: a response without it scores -1 (choice 9).
+    Never raises."""
     try:
-        pred = extract_answer(response, truncated)
+        pred = extract_answer(response, truncated, answer_format, strict_format)
         ok = pred is not None and bounded_verdict(pred, ground_truth)
     except Exception:  # noqa: BLE001 - an unforeseen input is an incorrect answer, not a crash
         return False, -1.0, None
@@ -169,6 +179,24 @@ def check_mode(mode: str, key: str = "config key `reward.mode`") -> None:
         raise ValueError(f"{key} must be one of {sorted(REWARDS)}, got {mode!r} (the names in reward.REWARDS)")
 
 
+def entry_for(mode: str, answer_format: str = "any", strict_format: bool = False) -> Callable[[str, str, bool], tuple]:
+    """REWARDS[mode] with the answer format the prompt asks for bound (choice 9); ValueError for a format
+    the entry cannot read (only an entry with an `answer_format` parameter reads one)."""
+    check_mode(mode)
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"config key `reward.answer_format` must be one of {list(ANSWER_FORMATS)}, "
+                         f"got {answer_format!r}")
+    if (answer_format, strict_format) == ("any", False):
+        return REWARDS[mode]
+    if "answer_format" not in inspect.signature(REWARDS[mode]).parameters:
+        raise ValueError(f"reward mode {mode!r} reads one answer format of its own: set reward.answer_format: any and "
+                         f"reward.strict_format: false, or use reward.mode: verify")
+    if strict_format and answer_format == "any":
+        raise ValueError("reward.strict_format: true needs the format the prompt asks for in reward.answer_format "
+                         f"(one of {list(ANSWER_FORMATS[1:])})")
+    return functools.partial(REWARDS[mode], answer_format=answer_format, strict_format=strict_format)
+
+
 def held_to_contract(mode: str, out) -> tuple[bool, float, str | None]:
     """An entry's return value as (verdict, score, pred), or TypeError naming the entry and what it broke."""
     if not isinstance(out, tuple) or len(out) not in (2, 3):
@@ -186,17 +214,18 @@ def held_to_contract(mode: str, out) -> tuple[bool, float, str | None]:
 # ----------------------------------------------------------------------------------------------
 
 
-def score(response: str, ground_truth: str, mode: str = "verify", truncated: bool = False) -> RewardResult:
+def score(response: str, ground_truth: str, mode: str = "verify", truncated: bool = False,
+          answer_format: str = "any", strict_format: bool = False) -> RewardResult:
     """The reward of one response, in this process (no timeout on the math check; use score_batch for
     untrusted text at scale); truncated: the response hit the length limit (rollout.Rollout.truncated).
     Never raises on its inputs; raises ValueError on an unknown mode, TypeError on an entry's bad return."""
-    check_mode(mode)
-    return RewardResult(*held_to_contract(mode, REWARDS[mode](response, ground_truth, truncated)))
+    entry = entry_for(mode, answer_format, strict_format)
+    return RewardResult(*held_to_contract(mode, entry(response, ground_truth, truncated)))
 
 
 def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: float = 2.0,
-                workers: int | None = None, mode: str = "verify",
-                truncated: list[bool] | None = None) -> list[RewardResult]:
+                workers: int | None = None, mode: str = "verify", truncated: list[bool] | None = None,
+                answer_format: str = "any", strict_format: bool = False) -> list[RewardResult]:
     """score() for each pair (truncated: one flag per response, default none truncated), with every math
     check bounded: the entry runs here (string work), and each (pred, gold) pair its bounded_verdict cannot
     decide by string work goes to verifier/pool.py's `workers` processes (default min(4, CPUs)), each check
@@ -204,14 +233,14 @@ def score_batch(responses: list[str], ground_truths: list[str], *, timeout_s: fl
     killed has timeout=True and pred=None, the check counting as unequal (-1 in the shipped modes). A mode
     that makes no such check (dapo) starts no pool. Never raises on string input.
     """
-    check_mode(mode)
+    entry = entry_for(mode, answer_format, strict_format)
     if len(responses) != len(ground_truths):
         raise ValueError(f"score_batch needs one ground truth per response, got "
                          f"{len(responses)} responses and {len(ground_truths)} ground truths")
     if truncated is not None and len(truncated) != len(responses):
         raise ValueError(f"score_batch needs one truncated flag per response, got {len(truncated)} flags "
                          f"for {len(responses)} responses")
-    cut, entry, batch = truncated or [False] * len(responses), REWARDS[mode], _PoolVerdicts()
+    cut, batch = truncated or [False] * len(responses), _PoolVerdicts()
     results: list[RewardResult | None] = [None] * len(responses)
     todo = list(range(len(responses)))
     token = _IN_BATCH.set(batch)
@@ -277,8 +306,8 @@ class ShapedRewards:
 
 def shaped_rewards(responses: list[str], ground_truths: list[str], lengths: list[int], truncated: list[bool],
                    reward_cfg, max_response_len: int) -> ShapedRewards:
-    """score_batch under `reward_cfg` (mode, timeout_s, workers), plus overlong_penalty of each response's
-    `lengths` (in tokens) when reward_cfg.overlong_buffer_len > 0.
+    """score_batch under `reward_cfg` (mode, answer_format, strict_format, timeout_s, workers), plus
+    overlong_penalty of each response's `lengths` (in tokens) when reward_cfg.overlong_buffer_len > 0.
 
     >>> from config import RewardConfig
     >>> cfg = RewardConfig(mode="dapo", overlong_buffer_len=4, overlong_penalty_factor=1.0)
@@ -287,7 +316,8 @@ def shaped_rewards(responses: list[str], ground_truths: list[str], lengths: list
     ([True, False], [1.0, -2.0])
     """
     results = score_batch(responses, ground_truths, timeout_s=reward_cfg.timeout_s, workers=reward_cfg.workers,
-                          mode=reward_cfg.mode, truncated=truncated)
+                          mode=reward_cfg.mode, truncated=truncated, answer_format=reward_cfg.answer_format,
+                          strict_format=reward_cfg.strict_format)
     buffer, factor = reward_cfg.overlong_buffer_len, reward_cfg.overlong_penalty_factor
     penalty = [overlong_penalty(n, max_response_len, buffer, factor) if buffer else 0.0 for n in lengths]
     return ShapedRewards([r.acc for r in results], [r.score for r in results], penalty,

@@ -1,7 +1,9 @@
 """The math verifier behind reward.py: everything that reads a model's answer and decides whether it
 equals the gold, and nothing about training.
 
-    extract.py    the final answer of a response: the last box group or `Answer:` line
+    extract.py    the final answer of a response: the last marker (box, `Answer:` line, `<answer>` tag, ...)
+    boxes.py      which box a response's answer is, and what a box holding a derivation concludes
+    prose.py      the value a sentence states, and the closing sentence of a solution with no marker
     normalize.py  formatting stripped: thousands separators, units, currency, names, decimal commas
     tokens.py     the tokenizer and allow-listed vocabulary of the parser
     parse.py      an allow-listed recursive-descent parser from LaTeX / plain math to sympy values

@@ -1,26 +1,28 @@
 r"""The final answer of a response, for reward.py's verify mode (string work only).
 
-    extract_answer(response, truncated=False) -> str | None
+    extract_answer(response, truncated=False, answer_format="any", strict=False) -> str | None
 
-The final answer is the last box group, `Answer:` line or JSON answer field, whichever starts
-last. With no marker at all, only the closing sentence of a finished solution can answer (choice 6);
-otherwise there is no answer (the last number in the text is never taken). Only the last
-TAIL_CHARS characters are scanned, every step is a bounded number of linear passes over them,
-and nothing here parses mathematics: verifier/verdict.py decides on what this returns.
+The final answer is the last marker: a box group (verifier/boxes.py), an `Answer:` line, an
+`<answer>` tag, a JSON answer field or "the answer is (X)", whichever starts last; a prompt that
+asks for one format has it read first (choice 8). With no marker at all, only the closing sentence
+of a finished solution (verifier/prose.py), or a response that is one value, can answer; otherwise
+there is no answer (the last number in the text is never taken). Only the last TAIL_CHARS
+characters before a made-up next turn are scanned, every step is a bounded number of linear passes
+over them, and nothing here parses mathematics: verifier/verdict.py decides on what this returns.
 
 Each choice below is repeated at its line.
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
-1. A box is `\boxed{...}`, `\fbox{...}` or `\boxed 7`; an empty `\boxed{}` is skipped, and an unclosed final
-   box means no answer.
-2. Boxes separated only by connectives are one answer (a box group), contents joined with ", " (a repeat
-   counts once), at most MAX_GROUP boxes; a blank line or any other word ends a group.
-3. An `Answer:` line (any case, bold allowed, or `Answer for part (b):`) reads the rest of its line, else the next
+1. The response ends at a made-up next turn (a line opening `User:` or `Human:`, a chat-template token).
+2. An `Answer:` line (any case, bold allowed, or `Answer for part (b):`) reads the rest of its line, else the next
    non-empty one or a display block opened after it, cut at a chat-template token, "I hope it is correct" or "Note:".
-4. Prose on an Answer line counts only as one hedge-free sentence naming one value (or an and/or list).
-5. A JSON answer field (`"answer": "13"`, `"final_answer": 13`) is a marker, like an `Answer:` line.
-6. With no marker, a finished solution (not cut at the length limit, after MIN_SOLUTION_CHARS) answers with its last
-   sentence if it states one value hedge-free, a last line of one bold value, or a display after a concluding colon.
+3. An `<answer>...</answer>` tag (the R1-Zero template) is a marker; an unclosed tag reads its first complete line.
+4. A JSON answer field (`"answer": "13"`, `"final_answer": 13`) is a marker, like an `Answer:` line.
+5. "The answer is (X)" with a choice letter A-J is a marker (the multiple-choice format).
+6. Markup tags (`<answer>`, `</think>`) inside an answer are formatting.
+7. With no marker, a finished solution answers with its closing sentence (verifier/prose.py), or the text after
+   the reasoning (`</think>`) when it is one value.
+8. answer_format names the marker the prompt asks for, read first; strict: without it there is no answer.
 """
 
 from __future__ import annotations
@@ -28,188 +30,26 @@ from __future__ import annotations
 import json
 import re
 
-TAIL_CHARS = 8192  # only the end of a response is scanned for the final answer
-MAX_GROUP = 8  # boxes joined into one answer (choice 2); a longer chain keeps its last 8
-MAX_GAP = 80  # characters between two boxes of one group
-MAX_BLOCK = 2000  # characters of a display block read after `Answer:` (choice 3)
-MIN_SOLUTION_CHARS = 100  # working before a closing sentence (choice 6): one sentence alone is no solution
-MAX_SENTENCE = 400  # characters of a closing sentence (choice 6); a longer one is not read
+from verifier.boxes import group_end, last_box_group  # noqa: F401 - group_end: normalize.py reads it here
+from verifier.prose import closing_answer, one_value, sentence_answer
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+TAIL_CHARS = 8192  # only the end of a response is scanned for the final answer
+MAX_BLOCK = 2000  # characters of a display block read after `Answer:` (choice 2)
+MAX_TAGS = 4  # `<answer>` tags looked at from the end (choice 3): an echoed empty one is skipped
+ANSWER_FORMATS = ("any", "boxed", "answer_line", "answer_tag")  # what a prompt may ask for (choice 8)
+
 _ANSWER_RE = re.compile(r"(?<![A-Za-z])answer(?:\s+(?:for|to)\s+(?:sub)?(?:problem|part|question)\s*\(?\w{1,3}\)?)?"
                         r"\s*(?:\*{1,2}|_{1,2})?\s*:", re.IGNORECASE)  # **Answer**:, Answer for part (b):
-
-
-def group_end(text: str, start: int) -> int:
-    """Index after the `}` closing the `{` at text[start], or -1 if it never closes. Linear."""
-    depth, i = 0, start
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2  # \{ and \} are not grouping braces
-            continue
-        depth += (ch == "{") - (ch == "}")
-        if depth == 0:
-            return i + 1
-        i += 1
-    return -1
-
-
-# ----------------------------------------------------------------------------------------------
-# Boxes (choices 1 and 2)
-# ----------------------------------------------------------------------------------------------
-
-
-def _box_at(text: str, box: re.Match) -> tuple[int, str | None]:
-    """(end, content) of the box starting at box; content None if it never closes."""
-    j = box.end()
-    while j < len(text) and text[j] == " ":
-        j += 1
-    if j < len(text) and text[j] == "{":
-        end = group_end(text, j)
-        return (len(text), None) if end < 0 else (end, text[j + 1 : end - 1])
-    bare = re.match(r"[^\s$]+", text[j:])  # \boxed 7
-    return (j + bare.end(), bare.group(0)) if bare else (j, None)
-
-
-_LABEL_RE = re.compile(r"(?<![A-Za-z\\])[A-Za-z](?:_\{?[A-Za-z0-9]{1,4}\}?)?\s*=")  # y_2 =
-_GAP_NOISE_RE = re.compile(r"\\(?:quad|qquad|[,;:! ()\[\]\\])|\\text\s*\{|[${}~&]")
-_CONNECTIVES = {"and", "or", "also", "for", "part", "parts", "respectively",
-                "(a)", "(b)", "(c)", "(d)", "(e)", "(i)", "(ii)", "(iii)"}
-
-
-def _is_connective(gap: str) -> bool:
-    """Choice 2: whether the text between two boxes only joins them."""
-    if len(gap) > MAX_GAP or re.search(r"\n\s*\n", gap):
-        return False  # a blank line starts a new thought
-    words = _GAP_NOISE_RE.sub(" ", _LABEL_RE.sub(" ", gap)).split()
-    return all(w.strip(",;.:") in _CONNECTIVES or not w.strip(",;.:") for w in words)
-
-
-def last_box_group(text: str) -> tuple[int, str | None] | None:
-    """(start of the last box, the group's answer) or None without a box; answer None if the last
-    box is unclosed. Choices 1 and 2."""
-    boxes = list(_BOX_RE.finditer(text))
-    k = len(boxes) - 1
-    while k >= 0:  # the last box with content, skipping empty ones
-        end, content = _box_at(text, boxes[k])
-        if content is None:
-            return boxes[k].start(), None  # choice 1: cut off
-        if content.strip():
-            break
-        k -= 1
-    if k < 0:
-        return None
-    last_start, contents, start = boxes[k].start(), [content.strip()], boxes[k].start()
-    while k > 0 and len(contents) < MAX_GROUP:
-        k -= 1
-        prev_end, prev = _box_at(text, boxes[k])
-        if prev is None or not prev.strip() or prev_end > start or not _is_connective(text[prev_end:start]):
-            break
-        contents.append(prev.strip())
-        start = boxes[k].start()
-    return last_start, ", ".join(dict.fromkeys(reversed(contents)))  # a repeated box counts once
-
-
-# ----------------------------------------------------------------------------------------------
-# The Answer line (choices 3 and 4)
-# ----------------------------------------------------------------------------------------------
-
+_TURN_RE = re.compile(r"\n[ \t*#]*(?:Human|User|USER|HUMAN)[ \t*]*:|<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>"
+                      r"|<\|eot_id\|>|<\|start_header_id\|>|<\uff5cUser\uff5c>|<\uff5cend\u2581of\u2581sentence\uff5c>"
+                      r"|</s>|<end_of_turn>")  # choice 1
+_TAG_MARKUP_RE = re.compile(r"</?(?:answer|think|reasoning|solution|final_answer)>", re.IGNORECASE)  # choice 6
 _STOP_RE = re.compile(r"<\||</s>|<eos>|<end_of_turn>|\[/INST\]|(?i:\bI hope it is correct)"
                       r"|(?<![A-Za-z])Note:")
-_MATH_RE = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
-_NUMBER_RE = re.compile(r"(?<![\w.,\\])[-+]?[$\u20ac\u00a3\u00a5]?\d+(?:,\d{3})*(?:\.\d+)?"
-                        r"(?:[\u00b2\u00b3\u20ac\u00a3\u00a5%]|[a-zA-Z]{1,3}[\u00b2\u00b3](?![a-zA-Z]))?"
-                        r"(?![\w.,]?\d)(?![a-zA-Z])")
-_COPULA_RE = re.compile(r"(?<![A-Za-z'])(?:is|are|was|were|be|equals?|it's)(?![A-Za-z'])|(?<![<>!=])=(?!=)")
-_HEDGES = {"no", "nor", "either", "neither", "approximately", "approx", "about", "around",
-           "roughly", "nearly", "almost", "close", "between", "least", "most", "than", "maybe",
-           "perhaps", "possibly", "probably", "might", "wrong",
-           "incorrect", "unless", "except", "if", "but", "assuming", "estimate", "estimated",
-           "twice", "half", "double", "triple", "times", "cannot", "isn't", "aren't", "impossible"}
-# hedges after the copula only: "the sum is 12", "the number of marbles before adding more was 16"
-_OPERATIONS = {"root", "sum", "product", "difference", "ratio", "more", "less", "fewer"}
-_PREMISE_RE = re.compile(r"(?i)^\W*(?:and\s+|so\s+)?(?:since|because)\b[^,]{1,200},")  # "Since tan 45 is 1, ..."
-_RELATIVE_RE = re.compile(r",\s*which\b")  # "..., which is a terminating decimal"
-_SUBJECT_TAIL_RE = re.compile(r"\s*(?:the|our|my|a)?\s*(?:final\s+|correct\s+|right\s+)?"
-                              r"(?:answer|solution|result|value)(?:\s+set)?s?\W*$", re.IGNORECASE)
-
-
-def _values(masked: str, line: str, lo: int, hi: int) -> list[tuple[int, int, str]]:
-    """(start, end, text) of the math spans and bare numbers in line[lo:hi] (masked: spans hidden)."""
-    found = [(m.start(), m.end(), next(g for g in m.groups() if g is not None))
-             for m in _MATH_RE.finditer(line, lo, hi)]
-    found += [(m.start(), m.end(), m.group(0)) for m in _NUMBER_RE.finditer(masked, lo, hi)]
-    return sorted(found)
-
-
-def _words(text: str) -> list[str]:
-    return [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z']+", re.sub(r"\\[A-Za-z]+", " ", text))]
-
-
-def _competing(masked: str, line: str, copulas: list, end: int, final: str) -> bool:
-    """Choice 4: a value other than the final one, stated right after an earlier copula ("is 10
-    which is 12"), competes with it; "is not 10", "there are 9 ..., so the answer is 9" or "be in
-    the domain of $f(x)$" does not."""
-    bounds = [c.end() for c in copulas] + [end]
-    for lo, hi in zip(bounds[:-2], bounds[1:-1]):
-        first = next(iter(_values(masked, line, lo, hi)), None)
-        if first is not None and not _words(masked[lo : first[0]]) and first[2] != final:
-            return True
-    return False
-
-
-def sentence_answer(line: str) -> str:
-    r"""Choice 4: the value(s) a prose Answer line names, or the line unchanged.
-
-    >>> sentence_answer("The largest $n$ is 34."), sentence_answer("Therefore $x > 5$ is the solution.")
-    ('34', 'x > 5')
-    >>> sentence_answer("It is not 10, it is 12"), sentence_answer("It is 10, which is 12")
-    ('12', 'It is 10, which is 12')
-    >>> sentence_answer("The answer is about 5"), sentence_answer("The roots are $1$ or $2$")
-    ('The answer is about 5', '1, 2')
-    """
-    masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), line)
-    if len([w for w in _words(masked) if w not in ("and", "or")]) < 2:
-        return line  # no prose: the line as written
-    values = _sentence_values(masked, line)
-    return line if values is None else ", ".join(values)
-
-
-def _sentence_values(masked: str, line: str) -> list[str] | None:
-    """Choice 4: the values the first sentence of a prose line states, or None if it states none
-    or hedges (masked: the line with its math spans hidden)."""
-    stop = re.search(r"[.!?](?=\s+[A-Z])", masked)
-    end = stop.start() if stop else len(line)
-    if _values(masked, line, end, len(line)):
-        return None  # "The value is $5$. Also $6$ works.": a later sentence names another value
-    if _HEDGES & set(_words(re.sub(r"(?i)\bno matter\b", " ", masked[:end]))):
-        return None  # "no matter which way I approach it" is no negation
-    premise = _PREMISE_RE.match(masked[:end])
-    start = premise.end() if premise else 0  # a premise's values do not compete with the main clause's
-    relative = _RELATIVE_RE.search(masked, start, end)
-    if relative and not _values(masked, line, relative.start(), end):
-        if ({"not"} | _OPERATIONS) & set(_words(masked[relative.start() : end])):
-            return None  # "..., which is not reduced"
-        end = relative.start()  # a relative clause naming no value describes the value
-    copulas = list(_COPULA_RE.finditer(masked, start, end))
-    values = _values(masked, line, start, end)
-    after_copula = masked[copulas[-1].end() if copulas else values[0][0] if values else 0 : end]  # the sum $a + b = 5$
-    if _OPERATIONS & set(_words(after_copula)):
-        return None
-    if not copulas:  # "We find that $x < 3$", "Jane started 3 hours ago"
-        return [values[0][2]] if len(values) == 1 and "not" not in _words(masked[:end]) else None
-    last = copulas[-1]
-    tail = _values(masked, line, last.end(), end)
-    joins = [masked[a[1] : b[0]] for a, b in zip(tail, tail[1:])]
-    if (tail and not _competing(masked, line, copulas, end, tail[-1][2])
-            and "not" not in _words(masked[last.end() : end]) and len(_words(masked[last.end() : tail[0][0]])) <= 4
-            and all(re.fullmatch(r"[\s,;]*(?:and|or)?[\s,;]*", j) for j in joins)):
-        return [v[2] for v in tail]  # "... is 34", "... are $1$ and $2$"
-    head = _values(masked, line, start, copulas[0].start())
-    if not tail and len(head) == 1 and _SUBJECT_TAIL_RE.match(masked[last.end() : end]):
-        return [head[0][2]]  # "$x \\ge 5$ is the solution"
-    return None
+_TAG_OPEN_RE = re.compile(r"<answer>", re.IGNORECASE)
+_TAG_CLOSE_RE = re.compile(r"</answer>", re.IGNORECASE)
+_LETTER_RE = re.compile(r"(?i:\bthe\s+(?:final\s+|correct\s+|best\s+)?(?:answer|option|choice)\s+is)\s*:?\s*\**\s*"
+                        r"\(([A-J])\)")  # choice 5
 
 
 def last_match(pattern: re.Pattern, text: str) -> re.Match | None:
@@ -221,7 +61,7 @@ def last_match(pattern: re.Pattern, text: str) -> re.Match | None:
 
 
 def last_answer_line(text: str) -> tuple[int, str] | None:
-    """(start, answer) of the last `Answer:` marker (choices 3 and 4)."""
+    """(start, answer) of the last `Answer:` marker (choice 2; prose by verifier/prose.py)."""
     last = last_match(_ANSWER_RE, text)
     if last is None:
         return None
@@ -233,6 +73,7 @@ def last_answer_line(text: str) -> tuple[int, str] | None:
             return last.start(), after[block.end() : close].strip()
     lines = after.split("\n", 3)
     rest = next((line for line in lines[:3] if line.strip(" *_")), "")
+    rest = _TAG_MARKUP_RE.sub(" ", rest)  # choice 6: Answer: <answer>5</answer>
     rest = _STOP_RE.split(rest, maxsplit=1)[0].strip(" \t\r*_")
     rest = re.sub(r"(?i)^the (?:final )?answer is:?\s*", "", rest)
     rest = re.sub(r'^\\?"(.*?)\\?"\W*$', r"\1", rest)  # "$12$ and $13$". (quoted)
@@ -240,26 +81,13 @@ def last_answer_line(text: str) -> tuple[int, str] | None:
 
 
 # ----------------------------------------------------------------------------------------------
-# A JSON answer field (choice 5) and the closing sentence of a finished solution (choice 6)
+# The other markers: a JSON answer field, an <answer> tag, a choice letter (choices 3-5)
 # ----------------------------------------------------------------------------------------------
 
 _JSON_ANSWER_RE = re.compile(r'"(?:final_?)?answer"\s*:\s*("(?:[^"\\\n]|\\.){1,500}"|[-+]?\d[\d.,/]*)', re.IGNORECASE)
-_BOLD_LINE_RE = re.compile(r"(.*?)\*\*([^*\n]{1,200})\*\*[.!]?")
-_UNIT_WORD_RE = re.compile(r"\s+[A-Za-z]{1,6}(?:/[A-Za-z]{1,6})?$")  # **35.06 g/mol**: a value and its unit
-_CONCLUDING_RE = re.compile(r"(?i)\b(?:therefore|thus|hence|in conclusion|finally|final|answer|result)\b")
-_DISPLAY_END_RE = re.compile(r":[ \t]*\n\s*(?:\$\$|\\\[)([^$\n]{1,200}?)(?:\$\$|\\\])\s*$")  # that:\n$$\tan A = 2$$
-_STATING_RE = re.compile(r"(?i)\b(?:has|have|had|contains?|takes?|needs?|gives?|yields?|saved?|end up with|arrived? at"
-                         r"|(?:de|in)creases? by)\b")  # "Hillary has 7 nickels": one value, stated by a verb
-_END_TOKEN_RE = re.compile(r"(?:\s*<\|[a-z_]{1,30}\|>)+\s*$")  # <|end_of_solution|>
-_REMARK_RE = re.compile(r"(?i)\b(?:that'?s|that is|this is)\s+(?:it|(?:the|my)\s+(?:final\s+|right\s+|correct\s+)?"
-                        r"answer)\b|\bI'?m confident\b|\bchecks out\b|\bmakes sense\b|\blooks good\b"
-                        r"|\blet me know\b|\bhope (?:this|it) helps\b|\b(?:adds|seems? to add) up\b"
-                        r"|\bconfirms? (?:the|this|my|our) (?:result|answer)\b"
-                        r"|\bthis (?:type of )?(?:problem|exercise) (?:demonstrates|illustrates|shows)\b")  # remarks
-
 
 def last_json_answer(text: str) -> tuple[int, str] | None:
-    """(start, answer) of the last `"answer": ...` field (choice 5); a string value is read as JSON."""
+    """(start, answer) of the last `"answer": ...` field (choice 4); a string value is read as JSON."""
     last = last_match(_JSON_ANSWER_RE, text)
     if last is None:
         return None
@@ -271,96 +99,69 @@ def last_json_answer(text: str) -> tuple[int, str] | None:
     return last.start(), sentence_answer(str(value).strip())
 
 
-def _one_value(text: str) -> str | None:
-    """The text itself if it is one value: a number or one math span ($..$, \\(..\\))."""
-    text = text.strip()
-    if _NUMBER_RE.fullmatch(text):
-        return text
-    span = _MATH_RE.fullmatch(text)
-    return next(g for g in span.groups() if g is not None) if span else None
 
-
-def _closing_value(piece: str) -> str | None:
-    """Choice 6: the one value a closing sentence or line states, or None."""
-    bold = _BOLD_LINE_RE.fullmatch(piece)
-    if bold is not None:  # "**194**", "The answer is **194**.", "m + n = 25 + 169 = **194**"
-        lead, value = _MATH_RE.sub(" ", bold.group(1)), _one_value(bold.group(2))
-        unit = _UNIT_WORD_RE.search(bold.group(2))
-        if value is None and unit and unit.group(0).strip().lower() not in _HEDGES | _OPERATIONS | {"or", "and"}:
-            value = _one_value(bold.group(2)[: unit.start()])
-        plain = not lead.strip() or lead.rstrip().endswith("=") or (
-            _COPULA_RE.search(lead) and not _HEDGES & set(_words(lead)) and not _NUMBER_RE.search(lead))
-        if value is not None:
-            return value if plain else None  # else a bold phrase (**4 up quarks**) is part of the sentence
-    if not piece.endswith((".", "!")):
-        return None  # a solution ends with a full stop; anything else may be cut off
-    sentence = piece[:-1]
-    masked = _MATH_RE.sub(lambda m: "\x00" * len(m.group(0)), sentence)
-    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_RE.finditer(sentence)]
-    if not (_COPULA_RE.search(masked) or _STATING_RE.search(masked) or (len(spans) == 1 and "=" in spans[0])):
-        return None  # "Jane started 3 hours ago": no statement of a value
-    values = _sentence_values(masked, sentence)
-    word = re.search(r"(?i)\bthe (?:final )?answer is ([A-Za-z]+)$", sentence)
-    if values is None and word is not None:
-        return word.group(1)  # "So, the final answer is east."
-    if values is None or len(values) != 1:
-        return None
-    lhs, equals, rhs = values[0].rpartition("=")  # $m + n = 194$ -> 194
-    return rhs.strip() if equals and "=" not in lhs and _NUMBER_RE.fullmatch(rhs.strip()) else values[0]
-
-
-def closing_answer(text: str) -> str | None:
-    r"""Choice 6: the value the last sentence of a finished solution states, or None. Up to two
-    closing remarks that name no value ("I think that's the answer.") are passed over.
-
-    >>> work = "We reduce modulo 7 and check each residue in turn; only one of them works. " * 2
-    >>> closing_answer(work + "The remainder is 1."), closing_answer(work + "So $m + n = 194$.")
-    ('1', '194')
-    >>> closing_answer(work + "so m + n = 194."), closing_answer(work + "\n**194**")
-    ('194', '194')
-    >>> closing_answer(work + "It is 1.\n\nI think that's it."), closing_answer(work + "The answer is east.")
-    ('1', 'east')
-    >>> closing_answer(work + "It is either 3 or 5."), closing_answer(work + "The remainder is 1")
-    (None, None)
-    >>> closing_answer(work + "Hillary has 7 nickels."), closing_answer(work + "Jane started 3 hours ago.")
-    ('7', None)
-    >>> closing_answer("It is 1.") is None  # one sentence alone is no solution
-    True
-    """
-    body = _END_TOKEN_RE.sub("", text[-MAX_BLOCK:]).rstrip()
-    display = _DISPLAY_END_RE.search(body)
-    if display is not None and len(text) - len(display.group(0)) >= MIN_SOLUTION_CHARS:
-        intro = body[body.rfind("\n", 0, display.start()) + 1 : display.start()]
-        lhs, equals, rhs = display.group(1).rpartition("=")  # "In conclusion:\n$$\tan A = 2$$" -> 2
-        named = equals and "=" not in lhs and not lhs.rstrip().endswith(("<", ">", "!"))  # not x <= 2
-        named = named and re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", lhs))  # 3 \times 4 = 11: unchecked
-        one = rhs.strip() if named else display.group(1).strip()
-        concludes = _CONCLUDING_RE.search(intro) and not _HEDGES & set(_words(intro + " " + lhs))
-        return one if concludes and _NUMBER_RE.fullmatch(one) else None
-    pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body) if p.strip()]
-    offset = max(0, len(text) - MAX_BLOCK)
-    for k, piece in enumerate(reversed(pieces[-3:])):
-        if len(piece) > MAX_SENTENCE:
-            return None
-        if k < 2 and _REMARK_RE.search(piece) and not _values(piece, piece, 0, len(piece)) and "?" not in piece:
-            continue  # "I think that's the answer."
-        if offset + body.rfind(piece) < MIN_SOLUTION_CHARS:
-            return None  # one sentence alone is no solution
-        return _closing_value(piece)
+def last_answer_tag(text: str) -> tuple[int, str | None] | None:
+    """(start, answer) of the last `<answer>` tag holding something (choice 3); answer None if an
+    unclosed tag has no complete first line."""
+    for tag in list(_TAG_OPEN_RE.finditer(text))[-MAX_TAGS:][::-1]:
+        close = _TAG_CLOSE_RE.search(text, tag.end())
+        if close is not None:
+            inside = text[tag.end() : close.start()]
+        else:  # cut off or followed by junk: its first line, if a newline ends it
+            line = re.match(r"[ \t]*\n?([^\n]*)\n", text[tag.end() :])
+            inside = line.group(1) if line else ""
+            if not inside.strip():
+                return tag.start(), None
+        if inside.strip():
+            return tag.start(), _inside_tag(inside)
     return None
 
 
-def extract_answer(response: str, truncated: bool = False) -> str | None:
-    """Choice 1. Returns the final answer text, or None if the response gives none; a response cut
-    at the length limit (truncated) has no closing sentence (choice 6)."""
-    tail = response[-TAIL_CHARS:]
-    box, line, field = last_box_group(tail), last_answer_line(tail), last_json_answer(tail)
-    candidates = [c for c in (box, line, field) if c is not None]
+def _inside_tag(inside: str) -> str | None:
+    """What an `<answer>` tag holds: its box, its Answer line, else its text read as a sentence."""
+    marked = last_box_group(inside) or last_answer_line(inside)
+    if marked is not None:
+        return marked[1]
+    text = " ".join(inside.split())
+    return sentence_answer(text)
+
+
+def last_letter(text: str) -> tuple[int, str] | None:
+    """(start, "(X)") of the last "the answer is (X)" (choice 5)."""
+    last = last_match(_LETTER_RE, text)
+    return None if last is None else (last.start(), f"({last.group(1)})")
+
+
+def _markers(tail: str) -> dict[str, tuple[int, str | None] | None]:
+    return {"boxed": last_box_group(tail), "answer_line": last_answer_line(tail), "answer_tag": last_answer_tag(tail),
+            "json": last_json_answer(tail), "letter": last_letter(tail)}
+
+
+def extract_answer(response: str, truncated: bool = False, answer_format: str = "any",
+                   strict: bool = False) -> str | None:
+    """The final answer text, or None if the response gives none; a response cut at the length limit
+    (truncated) has no closing sentence (choice 7). answer_format: one of ANSWER_FORMATS (choice 8)."""
+    turn = _TURN_RE.search(response, 1)
+    tail = response[: turn.start() if turn else len(response)][-TAIL_CHARS:]  # choice 1
+    markers = _markers(tail)
+    asked = markers.get(answer_format) if answer_format != "any" else None
+    if asked is None and strict and answer_format != "any":
+        return None  # choice 8: the asked format is missing
+    candidates = [asked] if asked is not None else [c for c in markers.values() if c is not None]
     if not candidates:
-        closing = None if truncated else closing_answer(tail)
-        return closing.strip() if closing else None
+        return None if truncated else _unmarked(tail)
     pred = max(candidates, key=lambda c: c[0])[1]  # whichever marker comes last
     if pred is None:
-        return None  # unclosed final \boxed{: the answer was cut off
-    pred = pred.strip().rstrip(".").strip()
+        return None  # unclosed final \boxed{ or <answer>: the answer was cut off
+    pred = _TAG_MARKUP_RE.sub(" ", pred).strip().rstrip(".").strip()  # choice 6
     return pred or None
+
+
+def _unmarked(tail: str) -> str | None:
+    """Choice 7: a finished solution's closing sentence, or the one value after its reasoning."""
+    after = tail[tail.rfind("</think>") + len("</think>") :] if "</think>" in tail else tail
+    value = one_value(after) if len(after.strip()) <= 200 else None
+    if value is not None:
+        return value.strip()
+    closing = closing_answer(tail)
+    return closing.strip() if closing else None
