@@ -259,6 +259,8 @@ def test_no_eval_or_exec_at_run_time(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("eval/exec called while scoring")
 
+    for _rule, gold, response, _expected in CASES[:: 3]:
+        score(response, gold)  # a first pass: sympy's lazy imports run exec once, which is import, not scoring
     monkeypatch.setattr(builtins, "eval", refuse)
     monkeypatch.setattr(builtins, "exec", refuse)
     for _rule, gold, response, expected in CASES[:: 3]:

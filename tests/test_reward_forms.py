@@ -9,7 +9,7 @@ Kinds: 1 several boxes, 2 named quantities, 3 text after the answer, 4 units and
 5 word-joined lists, 6 less common notation, 7 rounded golds, 8 scientific notation, 9 brackets
 as grouping, 10 the closing sentence of a finished solution, 11 a choice letter with its option
 text, 12 unicode units and text equations, 13 equality chains, 14 a JSON answer field; plus the
-decimal-comma rule and arbitrary constants (refused).
+decimal-comma rule and arbitrary constants (renamed).
 """
 
 import doctest
@@ -170,7 +170,8 @@ CASES = [
     case(8, "2.55e-10", r"\boxed{2.5 \times 10^{-10}}", False),
     case(8, "1e-5", r"\boxed{10^{-5} \text{ or } 10^{-6}}", False),
     case(8, "2e-1", r"\boxed{2e - 1}", False),  # spaced: 2e - 1, not 0.2
-    case(8, "1000", r"\boxed{1 \times 10^3}", False),  # an integer gold: do the arithmetic
+    case(8, "1000", r"\boxed{1 \times 10^3}", True),  # closed arithmetic equal to an integer gold
+    case(8, "1000", r"\boxed{1 \times 10^4}", False),
     # -- 9: brackets used as grouping -------------------------------------------------------------
     case(9, r"\frac{\cos 2t+\sin 2t}{4}", r"\boxed{\frac{1}{4}\left[\cos 2t+\sin 2t\right]}", True),
     case(9, "2(x+1)", r"\boxed{2\left\{x+1\right\}}", True),
@@ -256,9 +257,11 @@ CASES = [
     case(14, "13", '{"answer": "13 or 14"}', False),
     case(14, "13", '{"answer": "12"}', False),
     case(14, "13", '{"answer": "13"}\nWait, that is wrong: \\boxed{12}', False),  # the later marker
-    # -- deliberately refused: arbitrary constants named differently from the gold -----------------
-    case("const", "y = c e^{x}", r"\boxed{y = C e^{x}}", False),
-    case("const", "C_1 e^{t} + C_2 e^{2t}", r"\boxed{C_2 e^{t} + C_1 e^{2t}}", False),
+    # -- arbitrary constants named differently from the gold: renamed one-to-one -------------------
+    case("const", "y = c e^{x}", r"\boxed{y = C e^{x}}", True),
+    case("const", "C_1 e^{t} + C_2 e^{2t}", r"\boxed{C_2 e^{t} + C_1 e^{2t}}", True),
+    case("const", "y = c e^{x}", r"\boxed{y = C e^{2x}}", False),
+    case("const", "C_1 e^{t} + C_2 e^{2t}", r"\boxed{C_1 e^{t} + C_1 e^{2t}}", False),
 ]
 
 

@@ -22,10 +22,13 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 2. Anything else compares in sympy's canonical form, else must agree to (precision - 20) significant digits,
    at three generic points if it has variables; expand/simplify are never called.
 3. The one tolerance (rounds_to): a non-terminating value answers a decimal gold of 3+ digits it rounds to.
+4. Arbitrary constants (C, c, K, k, C_1, c_2, ...) may be renamed one-to-one, only when the gold has one besides
+   a variable the prediction shares (constants_renamed).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import sympy as sp
@@ -36,6 +39,7 @@ from verifier.values import Interval, Matrix, Relation, Seq, Union
 MIN_DIGITS = 100  # numeric comparison precision, before raising it for long numbers
 MAX_DIGITS = 2000  # ... and its ceiling, which bounds the cost of one evaluation
 MIN_ROUNDED_DIGITS = 3  # choice 3: significant digits a decimal gold needs to count as rounded
+MAX_CONSTANTS = 3  # choice 4: arbitrary constants renamed (3! renamings at most)
 _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
@@ -319,3 +323,54 @@ def answers_equal(g, p) -> bool:
     if isinstance(g, Matrix):
         return _matrices_equal(g, p)
     return isinstance(g, sp.Expr) and isinstance(p, sp.Expr) and scalars_equal(g, p)
+
+
+# ----------------------------------------------------------------------------------------------
+# Choice 4: arbitrary constants
+# ----------------------------------------------------------------------------------------------
+
+_CONSTANT_NAME_RE = re.compile(r"[CcKk](?:_\d)?")  # C, c, K, k, C_1, c_2: the usual arbitrary constants
+
+
+def _map_exprs(v, f):
+    """v with f applied to each sympy expression it holds (the shapes of verifier/values.py)."""
+    if isinstance(v, sp.Basic):
+        return f(v)
+    if isinstance(v, Seq):
+        return Seq(v.kind, tuple(_map_exprs(x, f) for x in v.items))
+    if isinstance(v, Relation):
+        return Relation(tuple(_map_exprs(x, f) for x in v.terms), v.ops)
+    if isinstance(v, Interval):
+        return Interval(f(v.lo), f(v.hi), v.left_open, v.right_open)
+    if isinstance(v, Union):
+        return Union(tuple(_map_exprs(x, f) for x in v.parts))
+    if isinstance(v, Matrix):
+        return Matrix(tuple(tuple(f(x) for x in row) for row in v.rows))
+    return v
+
+
+def _symbols(v) -> set:
+    found = set()
+    _map_exprs(v, lambda x: found.update(x.free_symbols) or x)
+    return found
+
+
+def constants_renamed(g, p) -> bool:
+    """Choice 4: p equals g once its arbitrary constants are renamed one-to-one to the gold's, when the gold
+    has such a constant and a variable besides it that p shares (y = c e^x; C_1 e^x + C_2 e^{2x}).
+
+    >>> from verifier.parse import parse
+    >>> constants_renamed(parse("y = c e^{x}"), parse("y = C e^{x}")), constants_renamed(parse("2c"), parse("2C"))
+    (True, False)
+    """
+    g_symbols, p_symbols = _symbols(g), _symbols(p)
+    g_constants = sorted((s for s in g_symbols if _CONSTANT_NAME_RE.fullmatch(s.name)), key=str)
+    p_constants = sorted((s for s in p_symbols if _CONSTANT_NAME_RE.fullmatch(s.name)), key=str)
+    shared = (g_symbols - set(g_constants)) & (p_symbols - set(p_constants))
+    if not g_constants or not shared or len(g_constants) != len(p_constants) or len(g_constants) > MAX_CONSTANTS:
+        return False  # 2c against 2C: c may be a parameter the problem gave
+    for names in itertools.permutations(g_constants):
+        renaming = dict(zip(p_constants, names))
+        if answers_equal(g, _map_exprs(p, lambda x, r=renaming: x.xreplace(r))):
+            return True
+    return False

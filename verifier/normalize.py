@@ -8,17 +8,21 @@ String work only (regexes and one bracket-matching pass, linear in the answer's 
 sympy. What counts as formatting is a grader's choice; each is repeated at its line.
 
 Choices, numbered (a departure from the paper or verl says so; reasons in docs/algorithm.md, "Choices by module"):
-1. Units and currency after a number are formatting; metres only as written with a unicode power (`1,000.99m²`).
+1. Units and currency after a number are formatting; metres only as written with a unicode power (`1,000.99m²`) or
+   spaced in `\mathrm{~m}`.
 2. Thousands separators (`1,000`, `1{,}000`, `1\,000`, `1 000`) are formatting only when the number is the whole answer.
 3. A decimal comma is read only against one decimal written with a point, never from a thousands group (decimal_comma).
 4. "or" / "and" between answers become commas, so a hedge reads as a list.
-5. Named quantities (`AB = 4, CD = 5`) lose their names only when the other answer names nothing (drop_names).
+5. Named quantities (`AB = 4, CD = 5`, `\mathbb{E}[X] = 7`, `PQ^2 = 52`, `\frac{a}{b} = 3`) lose their names only
+   when the other answer names nothing (drop_names).
 6. Other notation has one reading: `array` as pmatrix, `\approx` as `=`, `f(x)` as `f` in ranges and equations,
-   repeating decimals as fractions.
+   repeating decimals as fractions, `\operatorname{lcm}` as `\lcm`.
 7. A whole answer in scientific notation (`2.55e-10`) is `2.55 \times 10^{-10}`; `\left[ \right]` and `\left\{ \right\}`
    around one value inside an expression are parentheses (brackets_as_parentheses).
 8. A `\text{}` word next to `=` is a name, not a unit: `\text{SRMC} = \text{LRMC}` is the equation SRMC = LRMC.
-9. A closing exclusion (`\text{for } \omega^2 \neq 4`) states where the answer is defined, not a second value.
+9. A closing exclusion (`\text{for } \omega^2 \neq 4`) or quantifier (`\text{ for some constant } c`) states where the
+   answer holds, not a second value.
+10. Full-width punctuation (`，`, `：`, `；`, `（ ）`) is its ASCII form.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ _UNICODE = str.maketrans({
     "\u2153": r"\frac{1}{3}", "\u2154": r"\frac{2}{3}", "\u00bc": r"\frac{1}{4}",
     "\u00be": r"\frac{3}{4}", "\u2248": r"\approx ", "\u20ac": "", "\u00a3": "", "\u00a5": "",
     "\u20b9": "",  # choice 1: currency signs
+    "\uff1a": ":", "\uff1b": ";", "\uff08": "(", "\uff09": ")", "\u3001": ",",  # choice 10: full-width
 })
 _INVISIBLE_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _TEXT_CMD_RE = re.compile(
@@ -72,6 +77,11 @@ _INEQ = r"(?:<=?|>=?|\\l[et]q?|\\g[et]q?)"
 _RANGE_RE = re.compile(rf"^([^<>=\\]*?)\s*({_INEQ})\s*([a-zA-Z])\s*\(\s*[a-zA-Z]\s*\)\s*({_INEQ})\s*([^<>=]*)$")
 _REPLACEMENTS = [  # (pattern, replacement, only with a backslash in the answer), in order
     (re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])"), "", True),  # nested boxes: keep the group
+    (re.compile(r"\\mathrm\s*\{\s*(?:~|\\[,;: ])"), r"\\text{", True),  # choice 1: 82 \mathrm{~m}, a unit
+    (re.compile(r"\\(?:operatorname|mathrm|text)\s*\{\s*(gcd|lcm)\s*\}"), r"\\\1", True),  # \operatorname{lcm}
+    (re.compile(r",?\s*(?:\\q?quad\s*)?\\text\s*\{\s*(?:(?:for|where|when)\s+(?:some|any|all|every|an?\s+arbitrary)\s"
+                r"|where\s[^{}]{0,30}constant)[^{}]{0,40}\}[^,;=]{0,20}$"),
+     "", True),  # choice 9: x^2 + c \text{ for some constant } c
     (re.compile(r",?\s*(?:\\q?quad\s*)?\\text\s*\{\s*(?:for|where|when)\s*\}[^,]{1,60}?\\neq?(?![a-zA-Z])[^,]{1,40}$"),
      "", True),  # choice 9: A = \frac{1}{4 - \omega^2}, \text{for } \omega^2 \neq 4
     (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)(?![a-zA-Z])\s*\.?"), "", True),
@@ -228,13 +238,21 @@ def decimal_comma(answer: str, other: str) -> str | None:
 MAX_NAME_CHARS = 40  # a longer left-hand side is not a name
 _NAME_RE = re.compile(r"(?:[A-Za-z]|_(?:\{[A-Za-z0-9]+\}|[A-Za-z0-9])|\\(?:angle|overline|triangle|frac)"
                       r"(?![A-Za-z])|[|:/{}\s])+")  # one way to read each character: linear
+_NAMED_FORM_RE = re.compile(r"(?:\\mathbb\s*\{[A-Z]\}|[A-Z][a-z]{0,2})\s*\[[A-Za-z0-9_ ]{1,10}\]"  # E[X], \mathbb{E}[X]
+                            r"|[A-Z][a-z]{1,2}\s*\([A-Za-z0-9_ ]{1,10}\)"  # Var(X)
+                            r"|[A-Z]{2,3}\s*\^\s*\{?[23]\}?"  # PQ^2: a segment's square
+                            r"|\\frac\s*\{[A-Za-z]{1,3}\}\s*\{[A-Za-z]{1,3}\}")  # \frac{a}{b}: a ratio of names
 _VALUE_RE = re.compile(r"(?:[^A-Za-z=<>]|\\[A-Za-z]+)+")  # no bare letters: a value, not an equation
 
 
 def _is_name(lhs: str, letters_too: bool) -> bool:
     """Choice 5: lhs names a quantity: capitalised and compound (AB, |AB|, V_1, S_{MBCN}:S,
     \frac{NO}{BO}); with letters_too also one letter (p, x_1). xy and 2x + y are not names."""
-    if len(lhs) > MAX_NAME_CHARS or not _NAME_RE.fullmatch(lhs):
+    if len(lhs) > MAX_NAME_CHARS:
+        return False
+    if _NAMED_FORM_RE.fullmatch(lhs.strip()):  # choice 5: E[X], Var(X), PQ^2, \frac{a}{b} name a quantity
+        return True
+    if not _NAME_RE.fullmatch(lhs):
         return False
     if letters_too and re.fullmatch(r"\s*[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?\s*", lhs):
         return True

@@ -13,7 +13,7 @@ reward.py calls `parse(text)` on a final answer the model wrote (`\frac{1}{2}`, 
     power    := postfix ["^" exponent]                      # right-associative
     postfix  := atom ("!" | "_" subscript)*
     atom     := number | letter | constant | greek | \frac | \sqrt | \binom | function | ( ) | [ ]
-                | { } | \{ \} | |x| | \begin{pmatrix} ... \end{pmatrix} | sum
+                | { } | \{ \} | |x| | \begin{pmatrix} ... \end{pmatrix} | sum | (\gcd | \lcm) "(" answer ")"
     function := (\sin | \cos | ... | \ln | \log["_" arg]) ["^" exponent] (parenthesised | product)
     sum      := \sum "_" "{" letter "=" expr "}" "^" exponent product
 
@@ -52,6 +52,7 @@ from verifier.tokens import (
     EMPTY_SETS,
     FRACS,
     FUNCTIONS,
+    GCD_LCM,
     GREEK,
     INVERSES,
     MATRIX_ENVS,
@@ -72,6 +73,7 @@ from verifier.values import (
     divide,
     expand_pm,
     factorial,
+    gcd_lcm,
     interval,
     letter,
     number,
@@ -162,7 +164,7 @@ class _Parser(Tokens):
         return kind in ("num", "var") or tok in ("(", "[", "{") or (tok == "|" and not self.in_abs) or (
             kind == "cmd"
             and (tok in FUNCTIONS or tok in CONSTANTS or tok in FRACS or tok[1:] in GREEK
-                 or tok in (r"\sqrt", r"\binom", r"\dbinom", r"\tbinom", r"\sum"))
+                 or tok in (r"\sqrt", r"\binom", r"\dbinom", r"\tbinom", r"\sum") or tok in GCD_LCM)
         )
 
     def signed(self):
@@ -250,6 +252,11 @@ class _Parser(Tokens):
             return binomial(self.arg(), self.arg())
         if tok in FUNCTIONS:
             return self.function(tok)
+        if tok in GCD_LCM:  # \gcd(12, 18): its arguments in parentheses
+            self.expect("(")
+            args = self.comma_list()
+            self.expect(")")
+            return gcd_lcm(tok, args)
         if tok == r"\begin":
             return self.matrix()
         if tok == r"\sum":

@@ -49,6 +49,7 @@ GREEK = {
     "phi", "varphi", "chi", "psi", "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Sigma",
     "Phi", "Psi", "Omega",
 }
+GCD_LCM = {r"\gcd", r"\lcm"}  # normalize.py writes \operatorname{lcm} as \lcm
 FRACS = {r"\frac", r"\dfrac", r"\tfrac", r"\cfrac"}
 MATRIX_ENVS = {"pmatrix", "bmatrix", "matrix", "smallmatrix"}
 

@@ -142,6 +142,19 @@ def binomial(n, k) -> sp.Expr:
     return sp.binomial(n, k)
 
 
+def gcd_lcm(name: str, args: list) -> sp.Expr:
+    """\\gcd(a, b, ...) or \\lcm(...): the number for integers (each capped by MAX_DIGITS), else opaque gcd(a, b)."""
+    args = [as_expr(a) for a in args]
+    if len(args) < 2:
+        raise ParseError(f"{name} needs two or more arguments")
+    if all(a.is_Integer for a in args):
+        value = sp.Integer(0 if name == r"\gcd" else 1)
+        for a in args:
+            value = sp.gcd(value, a) if name == r"\gcd" else sp.ilcm(value, a)
+        return sp.Integer(abs(int(value)))
+    return sp.Function(name[1:])(*args)
+
+
 def letter(name: str) -> sp.Expr:
     # the parser's reading: i is the imaginary unit and e is Euler's number (MATH conventions).
     return {"i": sp.I, "e": sp.E}.get(name) or sp.Symbol(name)
