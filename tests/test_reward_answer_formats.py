@@ -43,6 +43,8 @@ CASES = [
     ("letter", WORK + "The answer is (C).", "C", False, True),
     ("letter wrong", WORK + "The answer is (C).", "B", False, False),
     ("letter with option", WORK + "Thus, the answer is (C) 42 m/s.", "C", False, True),
+    ("letters listed", "The answer is (B).\nThe answer is (H).\nThe answer is (C).\n", "C", False, False),
+    ("letter repeated", WORK + "The answer is (C).\nThe answer is (C).", "C", False, True),
     # a bare value
     ("bare", "42", "42", False, True),
     ("bare after think", WORK + "</think>\n\n42", "42", False, True),
@@ -56,6 +58,12 @@ CASES = [
     ("need to", WORK + "Thus, we need to check case 3.", "3", False, False),
     ("relative clause", WORK + "<answer>John will take 60 days to write 3 books that are 400 pages each.</answer>",
      "400", False, False),
+    # a loop on one closing sentence, cut at the length limit or not
+    ("loop cut", WORK + "The answer is 362,880.\n" * 5 + "The answer is ", "362880", True, True),
+    ("loop cut, flag unknown", WORK + "The answer is 362,880.\n" * 5 + "The answer is ", "362880", False, True),
+    ("loop ends whole", WORK + "The answer is 12.\n" * 4, "12", True, True),
+    ("loop disagrees", WORK + "The answer is 11.\nThe answer is 12.\nThe answer is ", "12", True, False),
+    ("one sentence cut", WORK + "The answer is 12.\nThe answer is ", "12", True, False),
     # a box holding more than a value
     ("box sentence", WORK + r"\boxed{\text{The minimum value is } 5}", "5", False, True),
     ("box sentence hedge", WORK + r"\boxed{\text{so it works when } x = 2 \text{ or more}}", "2", False, False),

@@ -18,10 +18,11 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
    non-empty one or a display block opened after it, cut at a chat-template token, "I hope it is correct" or "Note:".
 3. An `<answer>...</answer>` tag (the R1-Zero template) is a marker; an unclosed tag reads its first complete line.
 4. A JSON answer field (`"answer": "13"`, `"final_answer": 13`) is a marker, like an `Answer:` line.
-5. "The answer is (X)" with a choice letter A-J is a marker (the multiple-choice format).
+5. "The answer is (X)" with a choice letter A-J is a marker (the multiple-choice format); two different letters so
+   stated are no answer.
 6. Markup tags (`<answer>`, `</think>`) inside an answer are formatting.
-7. With no marker, a finished solution answers with its closing sentence (verifier/prose.py), or the text after
-   the reasoning (`</think>`) when it is one value.
+7. With no marker, a loop on one closing sentence, or a finished solution's closing sentence (verifier/prose.py), or
+   the text after the reasoning (`</think>`) when it is one value, answers.
 8. answer_format names the marker the prompt asks for, read first; strict: without it there is no answer.
 """
 
@@ -31,7 +32,7 @@ import json
 import re
 
 from verifier.boxes import group_end, last_box_group  # noqa: F401 - group_end: normalize.py reads it here
-from verifier.prose import closing_answer, one_value, sentence_answer
+from verifier.prose import closing_answer, one_value, repeated_closing, sentence_answer
 
 TAIL_CHARS = 8192  # only the end of a response is scanned for the final answer
 MAX_BLOCK = 2000  # characters of a display block read after `Answer:` (choice 2)
@@ -126,10 +127,14 @@ def _inside_tag(inside: str) -> str | None:
     return sentence_answer(text)
 
 
-def last_letter(text: str) -> tuple[int, str] | None:
-    """(start, "(X)") of the last "the answer is (X)" (choice 5)."""
-    last = last_match(_LETTER_RE, text)
-    return None if last is None else (last.start(), f"({last.group(1)})")
+def last_letter(text: str) -> tuple[int, str | None] | None:
+    """(start, "(X)") of the last "the answer is (X)" (choice 5); answer None when the text states two
+    different letters so (several candidate answers)."""
+    found = list(_LETTER_RE.finditer(text))
+    if not found:
+        return None
+    letters = {m.group(1) for m in found}
+    return found[-1].start(), f"({found[-1].group(1)})" if len(letters) == 1 else None
 
 
 def _markers(tail: str) -> dict[str, tuple[int, str | None] | None]:
@@ -149,7 +154,7 @@ def extract_answer(response: str, truncated: bool = False, answer_format: str = 
         return None  # choice 8: the asked format is missing
     candidates = [asked] if asked is not None else [c for c in markers.values() if c is not None]
     if not candidates:
-        return None if truncated else _unmarked(tail)
+        return _unmarked(tail, truncated)
     pred = max(candidates, key=lambda c: c[0])[1]  # whichever marker comes last
     if pred is None:
         return None  # unclosed final \boxed{ or <answer>: the answer was cut off
@@ -157,8 +162,12 @@ def extract_answer(response: str, truncated: bool = False, answer_format: str = 
     return pred or None
 
 
-def _unmarked(tail: str) -> str | None:
-    """Choice 7: a finished solution's closing sentence, or the one value after its reasoning."""
+def _unmarked(tail: str, truncated: bool) -> str | None:
+    """Choice 7: the closing sentence a loop repeats, else (not cut at the length limit) a finished solution's
+    closing sentence or the one value after its reasoning."""
+    repeated = repeated_closing(tail)
+    if repeated is not None or truncated:
+        return repeated
     after = tail[tail.rfind("</think>") + len("</think>") :] if "</think>" in tail else tail
     value = one_value(after) if len(after.strip()) <= 200 else None
     if value is not None:

@@ -4,6 +4,7 @@ with no marker at all.
 
     sentence_answer(line) -> str                  # "The largest $n$ is 34." -> "34"; else line unchanged
     closing_answer(text) -> str | None            # the value a finished solution's last sentence states
+    repeated_closing(text) -> str | None          # the value a loop on one closing sentence states
     one_value(text) -> str | None                 # text itself if it is one number or one math span
 
 String work only: a bounded number of linear regex passes over at most CLOSING_CHARS characters.
@@ -14,6 +15,7 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 1. Prose counts only as one hedge-free sentence naming one value (or an and/or list).
 2. With no marker, a finished solution (not cut at the length limit, after MIN_SOLUTION_CHARS) answers with its last
    sentence if it states one value hedge-free, a last line of one bold value, or a display after a concluding colon.
+3. A response that loops on one closing sentence stating one value answers with it, cut at the length limit or not.
 """
 
 from __future__ import annotations
@@ -218,3 +220,22 @@ def closing_answer(text: str) -> str | None:
         return _closing_value(piece)
     return None
 
+
+
+def repeated_closing(text: str) -> str | None:
+    """Choice 3: the value of the closing sentence a response repeats (two or more complete copies at its
+    end, then at most a cut copy that begins the same way), or None.
+
+    >>> repeated_closing("The answer is 362880.\\nThe answer is 362880.\\nThe answer is ")
+    '362880'
+    >>> repeated_closing("The answer is 5.\\nThe answer is 6.\\nThe answer is "), repeated_closing("The answer is 5.")
+    (None, None)
+    """
+    pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", text[-CLOSING_CHARS:].rstrip()) if p.strip()]
+    if pieces and not pieces[-1].endswith((".", "!")):
+        cut = pieces.pop()
+        if len(pieces) < 2 or not pieces[-1].startswith(cut):
+            return None  # a cut piece that does not repeat the sentence before it
+    if len(pieces) < 2 or pieces[-1] != pieces[-2] or len(pieces[-1]) > MAX_SENTENCE:
+        return None
+    return _closing_value(pieces[-1])
