@@ -66,6 +66,8 @@ CASES = [
     ("one sentence cut", WORK + "The answer is 12.\nThe answer is ", "12", True, False),
     # a box holding more than a value
     ("box sentence", WORK + r"\boxed{\text{The minimum value is } 5}", "5", False, True),
+    ("box value, remark", WORK + r"\boxed{5 \text{ (since the sum is odd)}}", "5", False, True),
+    ("box value, quantifier", WORK + r"\boxed{x^2 + c \text{ for some constant } c}", "x^2 + c", False, True),
     ("box sentence hedge", WORK + r"\boxed{\text{so it works when } x = 2 \text{ or more}}", "2", False, False),
     ("box aligned solve", WORK + r"\boxed{\begin{aligned} 2x + 3 &= 11 \\ x &= 4 \end{aligned}}", "4", False, True),
     ("box aligned not the first line", WORK + r"\boxed{\begin{aligned} 2x + 3 &= 11 \\ x &= 4 \end{aligned}}", "11",

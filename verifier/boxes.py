@@ -15,7 +15,7 @@ Choices, numbered (a departure from the paper or verl says so; reasons in docs/a
 4. A reply that boxes its answers under several part labels ((a), (b), Part 2) answers with every part's box, never
    with the last part's alone.
 5. A box holding a derivation answers with what it concludes: an aligned block's last line when it solves for a
-   name or continues a chain, a sentence's stated value (verifier/prose.py); prose it cannot read is no answer.
+   name or continues a chain, a sentence it opens with (verifier/prose.py)'s stated value, else no answer.
 """
 
 from __future__ import annotations
@@ -124,8 +124,8 @@ def box_value(content: str) -> str | None:
         return content
     texts = _PROSE_TEXT_RE.findall(content)
     words = re.findall(r"[A-Za-z]{2,}", " ".join(texts))
-    if len(words) < 3:
-        return content  # a value, a word answer or a value with a unit
+    if len(words) < 3 or not content.lstrip().startswith(("\\text", "\\mbox")):
+        return content  # a value, a word answer, a value with a unit or a remark after it (verifier/normalize.py)
     line = "".join(f" {t} " if k % 2 else f" ${t.strip()}$ " if t.strip() else " "
                    for k, t in enumerate(_PROSE_TEXT_RE.split(content)))
     line = " ".join(line.split())
