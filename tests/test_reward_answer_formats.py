@@ -143,3 +143,21 @@ def test_strict_format_loads_when_the_prompt_asks_for_it():
     data["reward"] = {**data.get("reward", {}), "answer_format": "answer_tag", "strict_format": True}
     cfg = config.from_dict(data, [], origin)
     assert (cfg.reward.answer_format, cfg.reward.strict_format) == ("answer_tag", True)
+
+
+FLOODS = {  # each new reading against a flood of its own marker: linear passes over the capped tail
+    "tags": "<answer>" * 50000, "closed tags": "<answer>1</answer>" * 20000, "letters": "The answer is (A).\n" * 50000,
+    "loop": "The answer is 5.\n" * 50000 + "The answer is ", "turns": "\nUser: hi" * 50000,
+    "parts": "(a) x\n\\boxed{1}\n" * 5000 + "(b) y \\boxed{2}", "cut boxes": "\\boxed{1} " * 20000 + "\\boxed{",
+    "aligned": "\\boxed{\\begin{aligned}" + "x &= 1 \\\\ " * 5000 + "\\end{aligned}}",
+    "prose box": "\\boxed{\\text{" + "the value is 5 and " * 3000 + "}}",
+}
+
+
+@pytest.mark.parametrize("name", FLOODS)
+def test_floods_of_the_new_markers_are_bounded(name):
+    import time
+
+    start = time.perf_counter()
+    results = score_batch([FLOODS[name]], ["7"], workers=1)
+    assert results[0].acc is False and time.perf_counter() - start < 2.0
