@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -167,7 +168,7 @@ def test_zero3_checkpoint_is_whole_tensors_and_resumes_on_one_process(runs):
 
 
 def test_sigusr1_to_one_rank_stops_both_in_a_checkpoint_and_the_resume_is_exact(runs, tmp_path):
-    """SIGUSR1 to rank 1's worker alone, before step 1 ends: both ranks agree to stop after step 1 and
+    """SIGUSR1 to rank 1's worker alone, during step 1: both ranks agree to stop after step 1 and
     write the checkpoint that only the stop asks for (no periodic saves); the resume, on 2 processes
     under the launch config file, gives the uninterrupted run's step 2 and weights exactly."""
     import psutil
@@ -177,21 +178,23 @@ def test_sigusr1_to_one_rank_stops_both_in_a_checkpoint_and_the_resume_is_exact(
     proc = subprocess.Popen([*LAUNCH, "train.py", *TWIN, f"trainer.output_dir={out}", "deepspeed.zero_stage=3",
                              "trainer.save_every=0"], cwd=REPO, env=ENV, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    log = []
-    try:
-        for line in proc.stdout:  # the loop starts after the process groups report their timeout
-            log.append(line)
-            if line.startswith("collective timeout:"):
-                break
+    log: list[str] = []
+    reader = threading.Thread(target=lambda: log.extend(proc.stdout), daemon=True)  # the pipe never fills
+    reader.start()
+    try:  # step 1 has begun once the run's config.yaml is written: a signal during start-up stops before step 1
+        deadline = time.monotonic() + TIMEOUT
+        while not (out / "config.yaml").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "train.py" in p.cmdline()]
         rank1 = [p for p in workers if p.environ().get("RANK") == "1"]
         assert len(workers) == 2 and len(rank1) == 1, "".join(log)[-3000:]
         rank1[0].send_signal(signal.SIGUSR1)
-        out_text, _ = proc.communicate(timeout=TIMEOUT)
+        proc.wait(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail("the stopped twin did not finish (a rank stopped alone?)")
-    text = "".join(log) + out_text
+    reader.join(timeout=30)
+    text = "".join(log)
     assert proc.returncode == 0, text[-3000:]
     assert "stopped after step 1 of 2 (SIGUSR1)" in text and "rank 0: done" in text and "rank 1: done" in text
     assert sorted(p.name for p in (out / "checkpoints").glob("step_*")) == ["step_000001"]
