@@ -190,7 +190,7 @@ def last_box_group(text: str) -> tuple[int, str | None] | None:
         contents.append(prev.strip())
         start = boxes[k].start()
     contents.reverse()
-    parts = _part_boxes(text, boxes[: len(boxes)], start) if len(contents) == 1 else None
+    parts = _part_boxes(text, boxes, start) if len(contents) == 1 else None
     if parts is not None:
         contents = parts
     single = _combined_step(contents) if len(contents) >= 2 else None

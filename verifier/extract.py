@@ -149,7 +149,7 @@ def extract_answer(response: str, truncated: bool = False, answer_format: str = 
     turn = _TURN_RE.search(response, 1)
     tail = response[: turn.start() if turn else len(response)][-TAIL_CHARS:]  # choice 1
     markers = _markers(tail)
-    asked = markers.get(answer_format) if answer_format != "any" else None
+    asked = markers.get(answer_format)  # None for "any"
     if asked is None and strict and answer_format != "any":
         return None  # choice 8: the asked format is missing
     candidates = [asked] if asked is not None else [c for c in markers.values() if c is not None]

@@ -180,6 +180,11 @@ def _closing_value(piece: str) -> str | None:
     return rhs.strip() if equals and "=" not in lhs and _NUMBER_RE.fullmatch(rhs.strip()) else values[0]
 
 
+def _pieces(body: str) -> list[str]:
+    """The sentences and lines of body, stripped, empty ones dropped."""
+    return [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body) if p.strip()]
+
+
 def closing_answer(text: str) -> str | None:
     r"""Choice 2: the value the last sentence of a finished solution states, or None. Up to two
     closing remarks that name no value ("I think that's the answer.") are passed over.
@@ -208,7 +213,7 @@ def closing_answer(text: str) -> str | None:
         one = rhs.strip() if named else display.group(1).strip()
         concludes = _CONCLUDING_RE.search(intro) and not _HEDGES & set(_words(intro + " " + lhs))
         return one if concludes and _NUMBER_RE.fullmatch(one) else None
-    pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", body) if p.strip()]
+    pieces = _pieces(body)
     offset = max(0, len(text) - CLOSING_CHARS)
     for k, piece in enumerate(reversed(pieces[-3:])):
         if len(piece) > MAX_SENTENCE:
@@ -231,7 +236,7 @@ def repeated_closing(text: str) -> str | None:
     >>> repeated_closing("The answer is 5.\\nThe answer is 6.\\nThe answer is "), repeated_closing("The answer is 5.")
     (None, None)
     """
-    pieces = [p.strip() for p in re.split(r"(?<=[.!?])[ \t]+|\n+", text[-CLOSING_CHARS:].rstrip()) if p.strip()]
+    pieces = _pieces(text[-CLOSING_CHARS:].rstrip())
     if pieces and not pieces[-1].endswith((".", "!")):
         cut = pieces.pop()
         if len(pieces) < 2 or not pieces[-1].startswith(cut):

@@ -156,8 +156,7 @@ def _text_key(s: str) -> str:
 
 
 def text_form(s: str) -> str:
-    r"""Choice 7: s without spaces, with one spelling of `\le`, `\ge`, `
-e` and `rac`."""
+    r"""Choice 7: s without spaces, with one spelling of `\le`, `\ge`, `\ne` and `\frac`."""
     s = re.sub(r"\\([lgn]e)q(?![a-zA-Z])", r"\\\1", re.sub(r"\s+", "", s))
     return re.sub(r"\\[dtc]frac(?![a-zA-Z])", r"\\frac", s)
 
